@@ -9,7 +9,6 @@ import math
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 
 from . import examples
@@ -143,18 +142,20 @@ def spectrogram(x: tf.Tensor) -> tf.Tensor:
     return tf.abs(tf.signal.stft(x, frame_length=400, frame_step=160))
 
 
-MEL = None
-
-
 def mel(spec: tf.Tensor) -> tf.Tensor:
     matrix = tf.signal.linear_to_mel_weight_matrix(64, 257, 16000, 20.0, 8000.0)
     return tf.math.log(tf.matmul(spec, matrix) + 1e-6)
 
 
+def _band(size: int, width: int) -> tf.Tensor:
+    """1.0 everywhere except a random band of ``width`` zeros (SpecAugment-style masking)."""
+    start = tf.random.uniform([], 0, size - width, dtype=tf.int32)
+    return tf.cast(tf.logical_or(tf.range(size) < start, tf.range(size) >= start + width), tf.float32)
+
+
 def mask(m: tf.Tensor) -> tf.Tensor:
-    start = tf.random.uniform([], 0, 80, dtype=tf.int32)
-    keep = tf.cast(tf.logical_or(tf.range(98) < start, tf.range(98) >= start + 10), tf.float32)
-    return m * keep[:, None]
+    """A random time mask and a random frequency mask on a (98 frames x 64 mel) spectrogram."""
+    return m * _band(98, 10)[:, None] * _band(64, 8)[None, :]
 
 
 def speech() -> Factory:
@@ -162,6 +163,3 @@ def speech() -> Factory:
     return lambda: (tf.data.Dataset.range(2000).map(waveform).map(spectrogram).map(mel)
                     .map(mask).batch(16).repeat())
 
-
-def _unused() -> None:
-    del np
