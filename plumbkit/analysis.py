@@ -155,19 +155,20 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         if role in ("op", "fused") and (owner not in own or own[owner].id < rid):
             own[owner] = pair[0]  # the newest runtime node stands for the operator
     reader = _reader_totals(pipeline, rmap, snaps)
+    elements = _elements(pipeline, rmap, deltas, own)
+    visits = _visit_ratios(pipeline, rmap, own, _pass_through(pipeline, rmap, elements), C0)
+    wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0)
     wall_total = sum(wall.values()) + wall_unowned
     scale = min(1.0, cpu_total / wall_total) if wall_total > 0 else 1.0
     attributed = sum(wall.values()) * scale
     unattributed = max(0.0, cpu_total - attributed) / cpu_total if cpu_total > 0 else 0.0
 
-    elements = _elements(pipeline, rmap, deltas, own)
-    visits = _visit_ratios(pipeline, rmap, own, _pass_through(pipeline, rmap, elements), C0)
     random_below = _random_below(pipeline)
     card = _cardinalities(pipeline, cardinalities, elements, file_sizes or {}, reader)
 
     ops: list[OpStats] = []
     for op in pipeline:
-        C = elements.get(op.name)
+        C = produced.get(op.name)
         U = wall.get(op.name, 0.0) * scale
         V = visits.get(op.name)
         fused_into = rmap.fused.get(op.name)
@@ -310,6 +311,32 @@ def _buffer_fill(sample: NodeSample | None) -> float | None:
     if not size or size <= 0:
         return None
     return min(1.0, sample.buffered_elements / size)
+
+
+#: Below this share of its expected elements an operator's self time is scaled up (see below).
+_MIN_COVERAGE = 0.9
+
+
+def _unsampled_epochs_restored(wall: dict[str, float], elements: Mapping[str, float], visits: Mapping[str, float],
+                               C0: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Self time of the epochs the sampler never saw.
+
+    Below a repeat, every epoch gets fresh runtime nodes; an epoch shorter than the polling
+    period lives and dies between two snapshots, and its elements and time are never seen. The
+    observed epochs are a fair sample (R_i = C_i / U_i needs no correction), but the operator's
+    share of the process CPU does: scale its time by the elements it must have produced,
+    ``V_i C_0``, over those seen, ``C_i``. Returns (self time, elements), both restored.
+    """
+    out, produced = dict(wall), dict(elements)
+    for name, U in wall.items():
+        C, V = elements.get(name), visits.get(name)
+        if not U or not C or not V or not C0:
+            continue
+        coverage = C / (V * C0)
+        if coverage < _MIN_COVERAGE:
+            coverage = max(coverage, 0.005)
+            out[name], produced[name] = U / coverage, C / coverage
+    return out, produced
 
 
 def _elements(pipeline: Pipeline, rmap: RuntimeMap, deltas, own) -> dict[str, float]:

@@ -31,11 +31,15 @@ _PLUMBING_OPS = {
     "ExperimentalMaxIntraOpParallelismDataset", "ExperimentalPrivateThreadPoolDataset",
 }
 
-# Ops that draw fresh random numbers every time they run.
-_RANDOM_OPS = {
+# Random ops whose state lives inside the op's kernel: a rebuilt pipeline simply gets fresh
+# state (no variable or resource to carry across serialization).
+KERNEL_STATE_RANDOM_OPS = frozenset({
     "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "ParameterizedTruncatedNormal",
     "TruncatedNormal", "RandomShuffle", "Multinomial", "RandomGamma", "RandomPoisson",
     "RandomPoissonV2", "RandomCrop", "SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2",
+})
+# Ops that draw fresh random numbers every time they run.
+_RANDOM_OPS = KERNEL_STATE_RANDOM_OPS | {
     "StatefulUniform", "StatefulUniformInt", "StatefulUniformFullInt", "StatefulStandardNormal",
     "StatefulStandardNormalV2", "StatefulTruncatedNormal", "StatefulRandomBinomial", "RngSkip",
     "RngReadAndSkip", "NonDeterministicInts", "AnonymousSeedGenerator",
@@ -81,7 +85,7 @@ def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]
         tensor = ds._as_serialized_graph(external_state_policy=_Policy.FAIL)  # noqa: SLF001
     except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
         # Stateful random ops fail this strict check yet rebuild fine (with fresh state).
-        if not _RANDOM_ONLY.search(str(err)):
+        if not rebuilds_with_fresh_state(str(err)):
             problems.append(_explain_unserializable(str(err)))
         tensor = ds._as_serialized_graph(external_state_policy=_Policy.IGNORE)  # noqa: SLF001
     graph_def = graph_pb2.GraphDef()
@@ -89,7 +93,15 @@ def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]
     return graph_def, problems
 
 
-_RANDOM_ONLY = re.compile(r"(Random\w*|Stateful\w*|RngReadAndSkip|\w*SeedGenerator) is stateful")
+_STATEFUL_NAMED = re.compile(r"(\w+) is stateful")
+
+
+def rebuilds_with_fresh_state(serialization_error: str) -> bool:
+    """True when TensorFlow refused to serialize only because of a random op that keeps its
+    state in its kernel (or a seed generator): the rebuilt pipeline works, with fresh state."""
+    named = _STATEFUL_NAMED.search(serialization_error)
+    return named is not None and (named.group(1) in KERNEL_STATE_RANDOM_OPS
+                                  or named.group(1).endswith("SeedGenerator"))
 
 
 def _explain_unserializable(message: str) -> str:

@@ -28,6 +28,8 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
+from .graph import rebuilds_with_fresh_state
+
 GraphDef = graph_pb2.GraphDef
 
 AUTOTUNE = -1
@@ -36,7 +38,6 @@ RETVAL = "dataset"
 _CACHES = ("CacheDataset", "CacheDatasetV2")
 _PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
 # Stateful ops that rebuild faithfully: the rebuilt pipeline just draws fresh random numbers.
-_RANDOM_OP = re.compile(r"^(Random\w*|TruncatedNormal|ParameterizedTruncatedNormal|Multinomial)$")
 # Sequential op -> (its parallel form, constant arguments the parallel form adds besides
 # num_parallel_calls), with the arguments Python's own parallel versions pass.
 _PARALLEL_FORM = {
@@ -86,7 +87,7 @@ def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> 
     if named is None:
         raise RewriteError(f"TensorFlow cannot serialize this pipeline: {_first_line(failure)}")
     culprits = [o for o in _PYTHON_OPS if _users_of_op(graph_def, o)]
-    if not _RANDOM_OP.match(named.group(1)) and named.group(1) not in culprits:
+    if not rebuilds_with_fresh_state(failure) and named.group(1) not in culprits:
         culprits.append(named.group(1))
     if not culprits:  # only stateful random ops
         return graph_def

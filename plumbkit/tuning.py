@@ -167,6 +167,14 @@ class Walk:
         traces = ([self.start] if self.start else []) + [s.after for s in self.steps if s.after]
         return [t.lp_bound() for t in traces]
 
+    def __str__(self) -> str:
+        from .report import walk_text
+        return walk_text(self)
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<pre>{html.escape(str(self))}</pre>"
+
     def steps_to_reach(self, fraction: float = 0.9, peak: float | None = None) -> int | None:
         """Steps until throughput first reaches ``fraction`` of ``peak`` (default: best seen)."""
         values = self.throughputs
@@ -232,6 +240,10 @@ class Plan:
         lines += [f"  {k}: {v:.2f} minibatches/s (measured)" for k, v in self.baselines.items()]
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from .report import plan_html
+        return plan_html(self)
 
 
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,

@@ -29,11 +29,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+EXPORT_CELL = """%%plumb -s 2
+import tensorflow as tf
+def busy(x):  # deterministic work: the optimizer may cache and parallelize it
+    return tf.reduce_sum(tf.linalg.matmul(tf.fill([48, 48], tf.cast(x, tf.float32)), tf.ones([48, 48])))
+ds = tf.data.Dataset.range(4000).map(busy).batch(16)
+ds"""
+
+
+def export_notebook(path: Path) -> None:
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext plumbkit"), nbformat.v4.new_code_cell(EXPORT_CELL)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
 @pytest.fixture
 def lab(tmp_path):
     work = tmp_path / "lab"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "01-quickstart.ipynb", work)
+    export_notebook(work / "export.ipynb")
     port, token = free_port(), "plumbkit-test"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.Popen(
@@ -58,6 +75,18 @@ def lab(tmp_path):
     proc.wait(20)
 
 
+def open_and_run_all(page, url: str, token: str, notebook: str) -> None:
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=60_000)
+    time.sleep(2)
+    select = page.locator(".jp-Dialog button", has_text="Select")
+    if select.count():
+        select.first.click()  # JupyterLab sometimes asks which kernel to start
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click(timeout=20_000)
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=20_000)
+
+
 def test_quickstart_live_widget_in_chromium(lab, tmp_path):
     from playwright.sync_api import sync_playwright
     assert Path(CHROMIUM).exists(), "install Debian's chromium (apt-get install chromium)"
@@ -66,15 +95,7 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{url}/lab/tree/01-quickstart.ipynb?token={token}")
-        page.wait_for_selector(".jp-Notebook", timeout=60_000)
-        time.sleep(2)
-        select = page.locator(".jp-Dialog button", has_text="Select")
-        if select.count():
-            select.first.click()  # JupyterLab sometimes asks which kernel to start
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
-        page.get_by_role("menuitem", name="Run", exact=True).click(timeout=20_000)
-        page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=20_000)
+        open_and_run_all(page, url, token, "01-quickstart.ipynb")
         try:
             page.wait_for_selector(".plumbkit-table", timeout=180_000)
         except Exception:
@@ -112,3 +133,34 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
     if target:
         for shot in shots:
             shutil.copy(shot, Path(target) / shot.name)
+
+
+def test_optimize_then_export_inserts_the_rewritten_cell_below(lab, tmp_path):
+    """The widget's Export button adds a cell through JupyterLab's commands (via ipylab)."""
+    from playwright.sync_api import sync_playwright
+    url, token = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        open_and_run_all(page, url, token, "export.ipynb")
+        try:
+            page.wait_for_selector(".plumbkit-table", timeout=180_000)
+            page.get_by_role("tab", name="Optimize").click()
+            page.get_by_role("button", name="Optimize").click()
+            page.wait_for_selector(".plumbkit-plan", timeout=300_000)
+            page.get_by_role("button", name="Export").click()
+            page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-CodeCell').length == 3",
+                                   timeout=30_000)
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        cells = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-editor")
+        for _ in range(50):  # the command writes the text just after inserting the cell
+            if "num_parallel_calls" in cells.nth(2).inner_text():
+                break
+            time.sleep(0.2)
+        exported = cells.nth(2).inner_text()
+        page.screenshot(path=str(tmp_path / "export.png"))
+        browser.close()
+    assert "def busy(x):" in exported and "num_parallel_calls" in exported, exported
+    assert "%%plumb" not in exported

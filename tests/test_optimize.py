@@ -32,6 +32,9 @@ def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
     assert plan.cache.label is None and "0 B budget" in plan.cache.why
     assert plan.measured_throughput > 1.5 * plan.baseline_throughput
     assert plan.prediction_error <= 0.25, str(plan)
+    # outside widgets the plan renders as text and as a static HTML table
+    assert "map(heavy)" in str(plan) and "predicted" in str(plan)
+    assert "plumbkit-plan" in plan._repr_html_() and "map(heavy)" in plan._repr_html_()
 
 
 def test_cache_goes_below_random_and_infinite_operators_and_fits_the_budget():
@@ -129,4 +132,5 @@ def test_bottleneck_walk_reaches_peak_in_fewer_steps_than_random_walks():
     r = [steps + 1 if x is None else x for x in r]
     assert b is not None and b < sum(r) / len(r), (bottleneck.throughputs, [w.throughputs for w in randoms])
     assert bottleneck.operators[0] == "map(heavy)"
+    assert "+1 thread for map(heavy)" in str(bottleneck).splitlines()[2]
     assert all(math.isfinite(x) for x in bottleneck.lp_bounds)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plumbkit import rewrite as rw
+from plumbkit.graph import pipeline_of
 from plumbkit.rewrite import (
     AUTOTUNE,
     InsertCache,
@@ -394,6 +395,21 @@ def test_variables_are_refused_naming_the_op():
 def test_stateful_random_ops_rebuild():
     ds = tf.data.Dataset.range(4).map(noisy)
     assert len(elements(rw.rewrite(ds, []))) == 4
+
+
+def test_random_crop_box_sampler_rebuilds_with_fresh_state():
+    """SampleDistortedBoundingBoxV2 (the detection crop) keeps its state in its kernel."""
+    def crop(x):
+        image = tf.fill([32, 32, 3], tf.cast(x, tf.uint8))
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.shape(image), bounding_boxes=tf.constant([[[0.1, 0.1, 0.6, 0.6]]]), min_object_covered=0.1)
+        return tf.image.resize(tf.slice(image, begin, size), [8, 8])
+    ds = tf.data.Dataset.range(6).map(crop)
+    graph_def = rw.graph_def_of(ds)
+    edited = rw.set_parallelism(graph_def, first(graph_def, "MapDataset"), 2)
+    out = [np.asarray(e) for e in rebuilt(ds, edited).as_numpy_iterator()]
+    assert [e.shape for e in out] == [(8, 8, 3)] * 6 and [int(e[0, 0, 0]) for e in out] == list(range(6))
+    assert not pipeline_of(ds).problems  # traceable and rewritable: no "not serializable" note
 
 
 # -- edits as values ------------------------------------------------------------------------------------

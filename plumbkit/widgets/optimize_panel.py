@@ -4,7 +4,6 @@ exports the optimized pipeline as the user's own cell."""
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 
@@ -12,33 +11,9 @@ import ipywidgets as w
 
 from .. import tuning
 from ..codegen import CodegenError
-from ..report import human_bytes
+from ..report import plan_html
+from . import lab
 from .common import background
-
-
-def plan_html(plan: tuning.Plan) -> str:
-    """Baselines (measured; predicted where the model has one), LP allocation, cache, changes."""
-    top = max(plan.baselines.values() or [1.0])
-    rows = []
-    for name, measured in plan.baselines.items():
-        predicted = plan.predictions.get(name)
-        bar = f"<div style='background:#1f77b4;height:10px;width:{200 * measured / top:.0f}px'></div>"
-        rows.append(f"<tr><td>{name}</td><td>{measured:,.1f}</td>"
-                    f"<td>{'' if predicted is None else f'{predicted:,.1f}'}</td><td>{bar}</td></tr>")
-    table = ("<table class='plumbkit-plan' style='font-size:12px'><tr><th>pipeline</th>"
-             "<th>measured</th><th>predicted</th><th></th></tr>" + "".join(rows) + "</table>")
-    lp = "".join(f"<li>{html.escape(k)}: {v:.2f} cores</li>" for k, v in plan.theta_by_label.items())
-    cache = plan.cache
-    cache_line = (f"cache at <b>{html.escape(cache.label)}</b>: {human_bytes(cache.bytes)} of a "
-                  f"{human_bytes(cache.budget)} budget" if cache.label else "no cache")
-    changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.changes)
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
-    return (f"<div><b>minibatches/s</b>{table}"
-            f"<div>prediction error {plan.prediction_error:.0%} (predicted {plan.predicted_throughput:,.1f}, "
-            f"measured {plan.measured_throughput:,.1f})</div>"
-            f"<div><b>LP allocation</b><ul>{lp}</ul></div><div><b>cache</b>: {cache_line} — "
-            f"{html.escape(cache.why)}</div><div><b>changes</b><ul>{changes}</ul></div>"
-            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "") + "</div>")
 
 
 class OptimizePanel(w.VBox):
@@ -50,6 +25,7 @@ class OptimizePanel(w.VBox):
         self.options = dict(seconds=seconds, cores=cores, memory_budget=memory_budget)
         self.plan: tuning.Plan | None = None
         self._job = None
+        lab.frontend()  # connect to JupyterLab now, so Export can insert a cell on the first click
         self.button = w.Button(description="Optimize", button_style="success", icon="rocket")
         self.button.on_click(lambda _: self.run())
         self.progress = w.FloatProgress(value=0.0, min=0.0, max=1.0, layout=w.Layout(width="300px"))
@@ -92,8 +68,9 @@ class OptimizePanel(w.VBox):
         return self.plan
 
     def export(self) -> str:
-        """Put the rewritten cell in the copyable box (a widget callback cannot add a cell:
-        ipython/ipython#4983; ``%plumb export`` does, from its own execution)."""
+        """Put the rewritten cell in the copyable box and, in JupyterLab, insert it as a new cell
+        below (through JupyterLab's commands: a widget callback cannot use ``set_next_input``,
+        ipython/ipython#4983). Elsewhere ``%plumb export`` adds the cell from its own execution."""
         if self.plan is None or self.cell_source is None:
             return ""
         try:
@@ -103,7 +80,10 @@ class OptimizePanel(w.VBox):
                 f"#  - {c}" for c in self.plan.changes)
         self.code.value = code
         self.save_button.disabled = False
-        self.message.value = "copy the code from the box, save it, or run %plumb export for a new cell"
+        if lab.insert_cell_below(code):
+            self.message.value = "inserted the optimized cell below; the code is also in the box"
+        else:
+            self.message.value = "copy the code from the box, save it, or run %plumb export for a new cell"
         return code
 
     def save(self) -> Path:
