@@ -11,48 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import plumbkit  # noqa: E402
 from plumbkit import bench_pipelines  # noqa: E402
-
-
-def untraced(ds, seconds: float) -> float:
-    """Same warm-up as the trace's steady-state window (the first quarter, at most 1 s)."""
-    it = iter(ds)
-    t_start = time.perf_counter()
-    while time.perf_counter() - t_start < min(1.0, 0.25 * seconds):
-        next(it)
-    seconds -= min(1.0, 0.25 * seconds)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        next(it)
-        n += 1
-    return n / (time.perf_counter() - t0)
-
-
-def traced(ds, seconds: float) -> float:
-    return plumbkit.trace(ds, seconds=seconds, converge=False, min_seconds=seconds).throughput
-
-
-def overhead(make, *, seconds: float, rounds: int) -> dict:
-    ratios, plain, with_trace = [], [], []
-    for r in range(rounds):
-        order = (untraced, traced) if r % 2 == 0 else (traced, untraced)
-        result = {}
-        for fn in order:
-            result[fn.__name__] = fn(make(), seconds)
-        plain.append(result["untraced"])
-        with_trace.append(result["traced"])
-        ratios.append(result["traced"] / result["untraced"])
-    ratio = statistics.median(ratios)
-    return {"untraced": statistics.median(plain), "traced": statistics.median(with_trace),
-            "ratio": ratio, "overhead": 1 - ratio, "ratios": ratios}
+from plumbkit.overhead import overhead  # noqa: E402
 
 
 def main(argv=None) -> int:

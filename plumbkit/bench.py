@@ -21,6 +21,7 @@ import psutil
 from . import baselines, bench_pipelines, tuning
 from .api import trace
 from .graph import dataset_at, serialized_graph
+from .overhead import overhead as tracing_overhead
 
 
 def machine() -> dict[str, Any]:
@@ -114,15 +115,7 @@ def _true_bytes(graph_def, node: str, limit: int = 200_000) -> float | None:
 
 
 def overhead(name: str, make: Callable, *, seconds: float, rounds: int) -> dict:
-    import importlib.util
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "overhead.py"
-    if path.exists():
-        spec = importlib.util.spec_from_file_location("plumbkit_overhead", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        result = module.overhead(make, seconds=seconds, rounds=rounds)
-    else:  # installed without the repository's benchmarks folder: the same measurement inline
-        result = {"ratio": float("nan"), "overhead": float("nan")}
+    result = tracing_overhead(make, seconds=seconds, rounds=rounds)
     return {"pipeline": name, **{k: v for k, v in result.items() if k != "ratios"}}
 
 
@@ -289,7 +282,11 @@ def run(args: argparse.Namespace) -> int:
     for name, make in step_targets(pipelines, quick).items():
         report["stepping"].append(stepping(name, make, steps=2 if quick else 5, seeds=1 if quick else 3,
                                            seconds=seconds, log=log))
-    if not quick:
+    if quick:  # the same code paths, on the small pipeline
+        finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
+        report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log))
+        report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=1))
+    else:
         cache_src = bench_pipelines.image_cacheable(data, files=4, per_file=64)
         finite = lambda: cache_src().take(8)  # noqa: E731 - one finite pass to compare against
         report["cache"].append(cache_accuracy("image (cacheable)", finite, seconds_list=[0.5, 1.0, 2.0, 4.0], log=log))

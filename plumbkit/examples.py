@@ -60,13 +60,10 @@ def _random_image(rng: np.random.Generator, size: int) -> np.ndarray:
 def write_image_records(directory: str | os.PathLike, *, files: int = 8, per_file: int = 64,
                         size: int = 128, seed: int = 0) -> list[str]:
     """Write TFRecord files of JPEG-encoded images with integer labels; returns their paths."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    paths = []
-    for f in range(files):
-        path = directory / f"images-{f:04d}.tfrecord"
-        with tf.io.TFRecordWriter(str(path)) as writer:
+    paths = _numbered_paths(directory, "images", ".tfrecord", files)
+    for f, path in enumerate(paths):
+        with tf.io.TFRecordWriter(path) as writer:
             for i in range(per_file):
                 jpeg = tf.io.encode_jpeg(_random_image(rng, size), quality=90).numpy()
                 example = tf.train.Example(features=tf.train.Features(feature={
@@ -74,8 +71,14 @@ def write_image_records(directory: str | os.PathLike, *, files: int = 8, per_fil
                     "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[(f * per_file + i) % 10])),
                 }))
                 writer.write(example.SerializeToString())
-        paths.append(str(path))
     return paths
+
+
+def _numbered_paths(directory: str | os.PathLike, stem: str, suffix: str, count: int) -> list[str]:
+    """``directory/stem-0000suffix`` ... (the directory is created)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    return [str(directory / f"{stem}-{i:04d}{suffix}") for i in range(count)]
 
 
 _WORDS = ("the quick brown fox jumps over lazy dog data pipeline input batch tensor model train "
@@ -85,16 +88,12 @@ _WORDS = ("the quick brown fox jumps over lazy dog data pipeline input batch ten
 def write_text_files(directory: str | os.PathLike, *, files: int = 4, lines: int = 2000,
                      seed: int = 0) -> list[str]:
     """Write text files of random sentences (one per line); returns their paths."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    paths = []
-    for f in range(files):
-        path = directory / f"text-{f:04d}.txt"
+    paths = _numbered_paths(directory, "text", ".txt", files)
+    for path in paths:
         with open(path, "w") as out:
             for _ in range(lines):
                 out.write(" ".join(rng.choice(_WORDS, size=rng.integers(5, 40))) + "\n")
-        paths.append(str(path))
     return paths
 
 

@@ -16,6 +16,10 @@ def test_quick_bench_writes_a_report(tmp_path):
     assert len(walk["bottleneck"]) == 3 and len(walk["lp_bounds"]) == 3
     md = (tmp_path / "report.md").read_text()
     assert "| skewed |" in md and "AUTOTUNE" in md
-    assert (tmp_path / "end_to_end.png").stat().st_size > 1000
+    for png in ("end_to_end.png", "stepping_skewed.png", "cache_estimate.png", "overhead.png"):
+        assert (tmp_path / png).stat().st_size > 1000, png
+    sizes = report["cache"][0]["rows"]
+    assert sizes and all(r["true"] > 0 and r["predicted"] > 0 for r in sizes)
+    assert 0.5 < report["overhead"][0]["ratio"] < 1.5
     assert report["machine"]["cores"] >= 1
     assert bench.markdown(report) == md

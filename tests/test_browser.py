@@ -6,6 +6,7 @@ highlighted bottleneck render and that the numbers change while it runs, clicks
 $PLUMBKIT_SCREENSHOT_DIR when set, which is how the README's picture is made).
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -75,6 +76,19 @@ def lab(tmp_path):
     proc.wait(20)
 
 
+@contextlib.contextmanager
+def chromium_page():
+    """A page in Debian's headless Chromium, launched with the flags the machine needs."""
+    from playwright.sync_api import sync_playwright
+    assert Path(CHROMIUM).exists(), "install Debian's chromium (apt-get install chromium)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
 def open_and_run_all(page, url: str, token: str, notebook: str) -> None:
     page.goto(f"{url}/lab/tree/{notebook}?token={token}")
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
@@ -88,13 +102,9 @@ def open_and_run_all(page, url: str, token: str, notebook: str) -> None:
 
 
 def test_quickstart_live_widget_in_chromium(lab, tmp_path):
-    from playwright.sync_api import sync_playwright
-    assert Path(CHROMIUM).exists(), "install Debian's chromium (apt-get install chromium)"
     url, token = lab
     shots = [tmp_path / "widget.png", tmp_path / "step.png"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with chromium_page() as page:
         open_and_run_all(page, url, token, "01-quickstart.ipynb")
         try:
             page.wait_for_selector(".plumbkit-table", timeout=180_000)
@@ -126,7 +136,6 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
         chosen = page.locator(".plumbkit-step-history").first.inner_text()
         assert "bottleneck: 1: map(" in chosen, chosen
         page.screenshot(path=str(shots[1]))
-        browser.close()
     for shot in shots:
         assert shot.stat().st_size > 10_000
     target = os.environ.get("PLUMBKIT_SCREENSHOT_DIR")
@@ -137,11 +146,8 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
 
 def test_optimize_then_export_inserts_the_rewritten_cell_below(lab, tmp_path):
     """The widget's Export button adds a cell through JupyterLab's commands (via ipylab)."""
-    from playwright.sync_api import sync_playwright
     url, token = lab
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    with chromium_page() as page:
         open_and_run_all(page, url, token, "export.ipynb")
         try:
             page.wait_for_selector(".plumbkit-table", timeout=180_000)
@@ -161,7 +167,6 @@ def test_optimize_then_export_inserts_the_rewritten_cell_below(lab, tmp_path):
             time.sleep(0.2)
         exported = cells.nth(2).inner_text()
         page.screenshot(path=str(tmp_path / "export.png"))
-        browser.close()
     # the user's cell (function, comment) below the %%plumb cell, with the plan written in: the
     # finite deterministic pipeline fits in memory, so it is cached, then prefetched
     assert "def busy(x):  # deterministic work" in exported, exported
