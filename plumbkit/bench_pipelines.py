@@ -132,6 +132,20 @@ def planted_skewed(elements: int = 8000) -> Factory:
                     .with_options(examples.sequential_options()))
 
 
+def planted_three_maps() -> Factory:
+    """Three tunable maps of cost 4 : 2 : 1 (planted TF work), run as written, one thread each."""
+    def heavy(x):
+        return examples.planted_work(x, 64)
+
+    def medium(x):
+        return examples.planted_work(x, 32)
+
+    def light(x):
+        return examples.planted_work(x, 16)
+    return lambda: (tf.data.Dataset.range(10**9).map(heavy).map(medium).map(light).batch(16)
+                    .with_options(examples.sequential_options()))
+
+
 def waveform(i: tf.Tensor) -> tf.Tensor:
     t = tf.range(16000, dtype=tf.float32) / 16000.0
     f = 200.0 + tf.cast(i % 50, tf.float32) * 20.0
