@@ -53,11 +53,15 @@ def lab(tmp_path):
     shutil.copy(ROOT / "notebooks" / "01-quickstart.ipynb", work)
     export_notebook(work / "export.ipynb")
     port, token = free_port(), "plumbkit-test"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    settings = tmp_path / "lab-settings"  # no "Jupyter news?" prompt over the widget
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}')
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", JUPYTERLAB_SETTINGS_DIR=str(settings))
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-         "--LabApp.news_url=", "--ServerApp.disable_check_xsrf=True", "--allow-root"],
+         "--LabApp.news_url=", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}", "--ServerApp.disable_check_xsrf=True", "--allow-root"],
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "w"), env=env)
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
@@ -96,7 +100,7 @@ def open_and_run_all(page, url: str, token: str, notebook: str) -> None:
     select = page.locator(".jp-Dialog button", has_text="Select")
     if select.count():
         select.first.click()  # JupyterLab sometimes asks which kernel to start
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']:visible", timeout=60_000)
     page.get_by_role("menuitem", name="Run", exact=True).click(timeout=20_000)
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click(timeout=20_000)
 
