@@ -121,9 +121,10 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
         time.sleep(1.5)
         second = status.inner_text()
         assert first != second, "the live numbers did not change while tracing"
-        labels = [r.inner_text().split("\t")[0] for r in page.locator("tr.plumbkit-row").all()]
-        assert any("map(decode_image)" in lab_ for lab_ in labels), labels
+        rows = [r.inner_text() for r in page.locator("tr.plumbkit-row").all()]
+        assert any("map(decode_image)" in row for row in rows), rows
         assert page.locator("tr.plumbkit-bottleneck").count() == 1
+        assert page.locator("tr.plumbkit-bottleneck").first.inner_text().startswith("▶")
         news = page.get_by_role("button", name="No")
         if news.count():
             news.first.click()  # JupyterLab's news prompt would cover the widget

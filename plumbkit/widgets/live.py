@@ -23,7 +23,7 @@ def _bar(fraction: float | None, color: str) -> str:
     if fraction is None:
         return "—"
     pct = max(0.0, min(1.0, fraction)) * 100
-    return (f'<div style="width:70px;background:#eee;display:inline-block;vertical-align:middle">'
+    return (f'<div style="width:50px;background:#eee;display:inline-block;vertical-align:middle">'
             f'<div style="width:{pct:.0f}%;background:{color};height:9px"></div></div> {pct:.0f}%')
 
 
@@ -39,13 +39,13 @@ def table_html(trace: Trace) -> str:
         cells_html[COLUMNS.index("util")] = _bar(o.utilization, "#ff7f0e")
         is_b = o.name == bottleneck
         style = "background:#ffd6d6;font-weight:bold" if is_b else ""
-        mark = " ◀ bottleneck" if is_b else ""
-        tds = "".join(f"<td style='padding:2px 6px'>{c}</td>" for c in cells_html)
+        mark = "▶" if is_b else ""
+        tds = "".join(f"<td style='padding:2px 6px;white-space:nowrap'>{c}</td>" for c in cells_html)
         title = html.escape(o.note or o.cache_note)
         rows.append(f"<tr class='plumbkit-row{' plumbkit-bottleneck' if is_b else ''}' "
-                    f"style='{style}' title='{title}'>{tds}<td>{mark}</td></tr>")
+                    f"style='{style}' title='{title}'><td title='bottleneck'>{mark}</td>{tds}</tr>")
     return (f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:12px'>"
-            f"<thead><tr>{head}<th></th></tr></thead><tbody>{''.join(rows)}</tbody></table>")
+            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def throughput_series(trace: Trace) -> list[float]:
