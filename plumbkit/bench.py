@@ -89,10 +89,11 @@ def stepping(name: str, make: Callable, *, steps: int, seeds: int, seconds: floa
 
 #: Smaller nodes (a list of file names) never decide a cache; their byte counts differ only in
 #: how TensorFlow and numpy count string headers.
-MIN_CACHE_BYTES = 1024
+MIN_CACHE_BYTES = 64 * 1024
 
 
-def cache_accuracy(name: str, make: Callable, *, seconds_list: list[float], log: Callable[[str], None]) -> dict:
+def cache_accuracy(name: str, make: Callable, *, seconds_list: list[float], log: Callable[[str], None],
+                   min_bytes: float = MIN_CACHE_BYTES) -> dict:
     """Predicted vs true materialized size per cacheable node, and error vs tracing time."""
     rows = []
     for seconds in seconds_list:
@@ -103,7 +104,7 @@ def cache_accuracy(name: str, make: Callable, *, seconds_list: list[float], log:
             if not op.cacheable or op.materialized_bytes is None or op.kind in ("prefetch", "cache"):
                 continue
             true = _true_bytes(graph_def, op.name)
-            if true and true >= MIN_CACHE_BYTES:
+            if true and true >= min_bytes:
                 rows.append({"seconds": seconds, "operator": op.label, "predicted": op.materialized_bytes,
                              "true": true, "error": abs(op.materialized_bytes - true) / true})
     return {"pipeline": name, "rows": rows}
@@ -290,7 +291,7 @@ def run(args: argparse.Namespace) -> int:
                                            seconds=seconds, log=log))
     if quick:  # the same code paths, on the small pipeline
         finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
-        report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log))
+        report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))
         report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=1))
     else:
         # one pass (4096 images) takes about a second: shorter traces see part of it
