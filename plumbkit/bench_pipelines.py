@@ -5,6 +5,7 @@ Shared by ``benchmarks/`` scripts, ``plumbkit bench`` and the tests that keep th
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Callable
@@ -16,21 +17,33 @@ from . import examples
 Factory = Callable[[], tf.data.Dataset]
 
 
+@functools.lru_cache(maxsize=None)
+def _written_image_records(data_dir: str, files: int, per_file: int) -> tuple[str, ...]:
+    return tuple(examples.write_image_records(Path(data_dir) / f"images-{files}x{per_file}", files=files,
+                                              per_file=per_file, size=128))
+
+
+def image_records(data_dir: str | Path, *, files: int, per_file: int) -> list[str]:
+    """JPEG TFRecords under ``data_dir/images-<files>x<per_file>``, written once per process
+    (every image pipeline of a bench run reads the same files; the writer is deterministic)."""
+    return list(_written_image_records(str(data_dir), files, per_file))
+
+
 def image_cacheable(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> Factory:
     """Misconfigured image pipeline with an expensive deterministic decode (cacheable)."""
-    paths = examples.write_image_records(Path(data_dir) / "images", files=files, per_file=per_file, size=128)
+    paths = image_records(data_dir, files=files, per_file=per_file)
     return lambda: examples.image_pipeline(paths, batch_size=32, epochs=None)
 
 
 def image_random(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> Factory:
     """The same with a random augmentation after decode: the cache must go below it."""
-    paths = examples.write_image_records(Path(data_dir) / "images", files=files, per_file=per_file, size=128)
+    paths = image_records(data_dir, files=files, per_file=per_file)
     return lambda: examples.image_pipeline(paths, batch_size=32, augment=True, epochs=None)
 
 
 def decode_only(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> Factory:
     """Image-like, decode-heavy, nothing else (the tracing-overhead benchmark)."""
-    paths = examples.write_image_records(Path(data_dir) / "images", files=files, per_file=per_file, size=128)
+    paths = image_records(data_dir, files=files, per_file=per_file)
 
     def make() -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(paths).repeat()
@@ -55,7 +68,7 @@ def decode_and_crop(example: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor
 
 def classification_candidates(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> dict[str, Factory]:
     """ResNet-style: parse -> decode -> random crop -> flip -> normalize -> batch, unfused vs fused."""
-    paths = examples.write_image_records(Path(data_dir) / "images", files=files, per_file=per_file, size=128)
+    paths = image_records(data_dir, files=files, per_file=per_file)
 
     def head() -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(paths).interleave(tf.data.TFRecordDataset, cycle_length=1)
@@ -85,7 +98,7 @@ def has_boxes(image: tf.Tensor, boxes: tf.Tensor, label: tf.Tensor) -> tf.Tensor
 
 def detection(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> Factory:
     """Object detection-like: decode -> box-aware crop -> filter empty examples -> padded batch."""
-    paths = examples.write_image_records(Path(data_dir) / "images", files=files, per_file=per_file, size=128)
+    paths = image_records(data_dir, files=files, per_file=per_file)
 
     def make() -> tf.data.Dataset:
         ds = tf.data.Dataset.from_tensor_slices(paths).interleave(tf.data.TFRecordDataset, cycle_length=1)

@@ -85,7 +85,7 @@ def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]
         tensor = ds._as_serialized_graph(external_state_policy=_Policy.FAIL)  # noqa: SLF001
     except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
         # Stateful random ops fail this strict check yet rebuild fine (with fresh state).
-        if not rebuilds_with_fresh_state(str(err)):
+        if not rebuilds_with_fresh_state(stateful_op_named(str(err))):
             problems.append(_explain_unserializable(str(err)))
         tensor = ds._as_serialized_graph(external_state_policy=_Policy.IGNORE)  # noqa: SLF001
     graph_def = graph_pb2.GraphDef()
@@ -96,12 +96,16 @@ def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]
 _STATEFUL_NAMED = re.compile(r"(\w+) is stateful")
 
 
-def rebuilds_with_fresh_state(serialization_error: str) -> bool:
-    """True when TensorFlow refused to serialize only because of a random op that keeps its
-    state in its kernel (or a seed generator): the rebuilt pipeline works, with fresh state."""
+def stateful_op_named(serialization_error: str) -> str | None:
+    """The op TensorFlow's "X is stateful" serialization error names, if it names one."""
     named = _STATEFUL_NAMED.search(serialization_error)
-    return named is not None and (named.group(1) in KERNEL_STATE_RANDOM_OPS
-                                  or named.group(1).endswith("SeedGenerator"))
+    return named.group(1) if named else None
+
+
+def rebuilds_with_fresh_state(op: str | None) -> bool:
+    """True for a random op that keeps its state in its kernel (or a seed generator): when it is
+    what stopped serialization, the rebuilt pipeline works, with fresh state."""
+    return op is not None and (op in KERNEL_STATE_RANDOM_OPS or op.endswith("SeedGenerator"))
 
 
 def _explain_unserializable(message: str) -> str:

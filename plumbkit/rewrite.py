@@ -28,7 +28,7 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
-from .graph import rebuilds_with_fresh_state
+from .graph import rebuilds_with_fresh_state, stateful_op_named
 
 GraphDef = graph_pb2.GraphDef
 
@@ -37,7 +37,6 @@ RETVAL = "dataset"
 
 _CACHES = ("CacheDataset", "CacheDatasetV2")
 _PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
-# Stateful ops that rebuild faithfully: the rebuilt pipeline just draws fresh random numbers.
 # Sequential op -> (its parallel form, constant arguments the parallel form adds besides
 # num_parallel_calls), with the arguments Python's own parallel versions pass.
 _PARALLEL_FORM = {
@@ -83,12 +82,12 @@ def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> 
     graph_def = _parse(ds._as_serialized_graph(external_state_policy=policy.IGNORE))  # noqa: SLF001
     if allow_external_state:
         return graph_def
-    named = re.search(r"(\w+) is stateful", failure)
+    named = stateful_op_named(failure)
     if named is None:
         raise RewriteError(f"TensorFlow cannot serialize this pipeline: {_first_line(failure)}")
     culprits = [o for o in _PYTHON_OPS if _users_of_op(graph_def, o)]
-    if not rebuilds_with_fresh_state(failure) and named.group(1) not in culprits:
-        culprits.append(named.group(1))
+    if not rebuilds_with_fresh_state(named) and named not in culprits:
+        culprits.append(named)
     if not culprits:  # only stateful random ops
         return graph_def
     raise RewriteError(_explain(graph_def, culprits[0], failure))
