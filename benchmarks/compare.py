@@ -8,7 +8,7 @@ process and interleaved; prints throughput ratios and the prediction error.
 
 import sys
 
-from plumbkit import bench
+from plumbkit.bench import suite as bench
 
 PIPELINES = "image (cacheable),image + random flip,text"
 

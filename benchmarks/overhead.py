@@ -16,8 +16,8 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from plumbkit import bench_pipelines  # noqa: E402
-from plumbkit.overhead import overhead  # noqa: E402
+from plumbkit.bench import pipelines as bench_pipelines  # noqa: E402
+from plumbkit.bench.overhead import overhead  # noqa: E402
 
 
 def main(argv=None) -> int:

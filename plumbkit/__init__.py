@@ -1,17 +1,19 @@
 """plumbkit: find and remove bottlenecks in tf.data input pipelines (the Plumber method).
 
-Data flows one way: Dataset -> pipeline model -> trace -> analysis -> plan -> new Dataset and
-new source. ``%load_ext plumbkit`` registers the notebook magics.
+Data flows one way, one sub-package a room: ``model`` (the pipeline model, pure) ->
+``tfdata`` (reading, tracing and rebuilding pipelines: the only TensorFlow importer) ->
+``analysis`` (operational analysis, pure) -> ``planning`` (the LP and the decisions, the only
+cvxpy importer) -> ``engine`` (trace, step, walk, optimize and their results) -> ``export``
+(the plan in the user's source) and ``render`` (text, HTML, figures) -> ``widgets``, ``magics``,
+``cli`` and ``bench``. ``%load_ext plumbkit`` registers the notebook magics.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .api import PipelineError, trace  # noqa: E402
-from .trace import Trace  # noqa: E402
-from .tuning import Plan, Step, Walk, optimize, pick_best, step, walk  # noqa: E402
-from . import baselines  # noqa: E402
+from .engine import Plan, Step, Trace, Walk, baselines, optimize, pick_best, step, trace, walk  # noqa: E402
+from .model.errors import PipelineError  # noqa: E402
 
 __all__ = ["trace", "Trace", "PipelineError", "step", "walk", "optimize", "pick_best", "Plan",
            "Step", "Walk", "baselines", "__version__", "load_ipython_extension"]

@@ -27,8 +27,9 @@ def _progress(message: str, fraction: float) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from . import api, examples, tuning
-    from .report import human_bytes
+    from .bench import examples
+    from .engine import optimize, trace
+    from .model.units import human_bytes
     data = args.data or examples.demo_data_dir()
     print(f"plumbkit demo: writing {args.files} TFRecord files of JPEGs to {data} ...", flush=True)
     files = examples.write_image_records(data, files=args.files, per_file=args.per_file, size=128)
@@ -37,14 +38,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return examples.image_pipeline(files, batch_size=32, epochs=None)
 
     print("\n1. Tracing the bundled misconfigured image pipeline ...", flush=True)
-    trace = api.trace(pipeline, seconds=args.seconds)
-    print(trace)
-    if trace.bottleneck is not None:
-        b = trace.bottleneck
+    traced = trace(pipeline, seconds=args.seconds)
+    print(traced)
+    if traced.bottleneck is not None:
+        b = traced.bottleneck
         print(f"\n=> bottleneck: {b.label}, {b.rate_per_core:.1f} minibatches/s per core "
               f"with parallelism {b.parallelism}")
     print("\n2. Optimizing (LP parallelism, cache under a memory budget, prefetch) ...", flush=True)
-    plan = tuning.optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
+    plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
                         on_progress=_progress)
     print("\nchanges:")
     for change in plan.changes:
@@ -66,11 +67,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from . import api
-    trace = api.trace(_load_pipeline(args.pipeline), seconds=args.seconds)
-    print(trace)
+    from .engine import trace
+    traced = trace(_load_pipeline(args.pipeline), seconds=args.seconds)
+    print(traced)
     if args.save:
-        trace.save(args.save)
+        traced.save(args.save)
         print(f"saved to {args.save}")
     return 0
 

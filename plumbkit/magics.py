@@ -159,7 +159,7 @@ class PlumbMagics(Magics):
         return self._run(pipeline, args, budget, None)
 
     def _run(self, pipeline, args, budget, cell):
-        from . import PipelineError
+        from .model.errors import PipelineError
         blocking = args.no_widget or args.optimize or args.step
         try:
             if not blocking:
@@ -176,15 +176,15 @@ class PlumbMagics(Magics):
         return None
 
     def _blocking(self, pipeline, args, budget, cell):
-        from . import api, tuning
-        trace = api.trace(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
+        from .engine import optimize, step, trace as trace_pipeline
+        trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
         self.last_trace = trace
         print(trace)
         if trace.ended == "interrupted":
             print("plumbkit: interrupted; the trace above is what was measured so far")
             return None
         if args.step:
-            s = tuning.step(pipeline, seconds=max(1.0, args.seconds / 3), cores=args.cores)
+            s = step(pipeline, seconds=max(1.0, args.seconds / 3), cores=args.cores)
             self.shell.user_ns["plumbed_ds"] = s.dataset
             print(f"\nbottleneck step: {s.operator} -> parallelism {s.parallelism}: "
                   f"{s.before.throughput:.1f} -> {s.throughput:.1f} minibatches/s (measured); "
@@ -198,7 +198,7 @@ class PlumbMagics(Magics):
                     handle.update(text)
                 else:
                     print(text)
-            plan = tuning.optimize(pipeline, cores=args.cores, memory_budget=budget,
+            plan = optimize(pipeline, cores=args.cores, memory_budget=budget,
                                    seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress)
             self.last_plan = plan
             self.shell.user_ns["plumbed_ds"] = plan.dataset
@@ -208,7 +208,7 @@ class PlumbMagics(Magics):
         return None
 
     def _export(self):
-        from .codegen import CodegenError
+        from .export.source import CodegenError
         plan = self.last_plan
         if plan is None and self.last_widget is not None:
             plan = self.last_widget.optimize.plan

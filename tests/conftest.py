@@ -6,10 +6,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import time  # noqa: E402
 
-import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from plumbkit.examples import planted_work, sequential_options  # noqa: E402
+from plumbkit.bench.examples import planted_work  # noqa: E402
+from plumbkit.tfdata.options import sequential_options  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)

@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
-from plumbkit.codegen import CodegenError, rewrite_source
-from plumbkit.optimizer import Change
+from plumbkit.export.source import CodegenError, rewrite_source
+from plumbkit.model.plan import Change
 
 CHAIN = '''import tensorflow as tf
 

@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
-from plumbkit.examples import sequential_options
-from plumbkit.graph import pipeline_of
-from plumbkit.optimizer import decide
+from plumbkit.tfdata.options import sequential_options
+from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.planning.decisions import decide
 
 from conftest import heavy, isolated_seconds_per_element, medium
 
@@ -86,7 +86,7 @@ def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_wa
 
 
 def _sub_pipeline_elements(ds, node):
-    from plumbkit.graph import dataset_at, serialized_graph
+    from plumbkit.tfdata.graph import dataset_at, serialized_graph
     graph_def, _ = serialized_graph(ds)
     return list(dataset_at(graph_def, node).as_numpy_iterator())
 

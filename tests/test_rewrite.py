@@ -1,4 +1,4 @@
-"""plumbkit.rewrite on real TensorFlow: every edit keeps the pipeline's elements and element_spec.
+"""plumbkit.tfdata.graph_edits and .rebuild on real TensorFlow: every edit keeps the pipeline's elements and element_spec.
 
 Each test builds a deterministic pipeline, edits its graph, rebuilds it and compares what the
 two datasets yield. Random maps are used on purpose where a test must tell a cache that
@@ -15,16 +15,12 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plumbkit import rewrite as rw
-from plumbkit.graph import pipeline_of
-from plumbkit.rewrite import (
-    AUTOTUNE,
-    InsertCache,
-    RemoveCachesAndPrefetches,
-    RewriteError,
-    SetParallelism,
-    SetPrefetch,
-)
+from plumbkit.model.pipeline import AUTOTUNE
+from plumbkit.model.plan import Change
+from plumbkit.tfdata import graph_edits as rw
+from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.tfdata.graph_edits import RewriteError
+from plumbkit.tfdata.rebuild import apply_changes
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -106,6 +102,13 @@ def first(graph_def, op: str) -> str:
     return named(graph_def, op)[0]
 
 
+def remove_caches_and_prefetches(graph_def):
+    """Splice out every cache and prefetch, one ``remove_node`` at a time."""
+    for name in [n.name for n in graph_def.node if n.op in ("CacheDataset", "CacheDatasetV2", "PrefetchDataset")]:
+        graph_def = rw.remove_node(graph_def, name)
+    return graph_def
+
+
 # -- serialize and rebuild ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make", [range_map_batch, nested_dicts, zipped_and_concatenated])
@@ -140,11 +143,11 @@ def test_user_options_survive_and_rewrite_merges_more():
     options.autotune.enabled = False
     options.experimental_optimization.map_parallelization = False
     ds = range_map_batch().with_options(options)
-    out = rw.rewrite(ds, [])
+    out = apply_changes(ds, [])
     assert out.options() == ds.options()
     more = tf.data.Options()
     more.threading.private_threadpool_size = 2
-    merged = rw.rewrite(ds, [], options=more)
+    merged = apply_changes(ds, [], more)
     assert merged.options().autotune.enabled is False
     assert merged.options().threading.private_threadpool_size == 2
 
@@ -298,7 +301,7 @@ def test_edits_never_mutate_their_input():
     rw.set_parallelism(graph_def, first(graph_def, "MapDataset"), 2)
     rw.set_prefetch(graph_def, first(graph_def, "MapDataset"), 2)
     rw.insert_cache(graph_def, first(graph_def, "MapDataset"))
-    rw.remove_caches_and_prefetches(graph_def)
+    rw.remove_node(graph_def, first(graph_def, "PrefetchDataset"))
     rw.dataset_from_graph_def(graph_def, range_map_batch().element_spec)
     assert graph_def.SerializeToString() == before
 
@@ -322,7 +325,7 @@ def test_memory_cache_of_a_rebuilt_pipeline_is_its_own():
     ds = tf.data.Dataset.range(6).map(noisy).cache()
     original = elements(ds)
     assert elements(ds) == original  # the original's cache is full
-    out = rw.rewrite(ds, [])
+    out = apply_changes(ds, [])
     mine = elements(out)
     assert mine != original and elements(out) == mine
 
@@ -360,7 +363,7 @@ def test_users_caches_and_prefetches_are_removed():
         return batch + 1
     ds = range_map_batch().cache().prefetch(2).map(plus_one).cache().prefetch(1)
     graph_def = rw.graph_def_of(ds)
-    edited = rw.remove_caches_and_prefetches(graph_def)
+    edited = remove_caches_and_prefetches(graph_def)
     assert not [n for n in edited.node if n.op in ("CacheDatasetV2", "CacheDataset", "PrefetchDataset")]
     assert not named(edited, "DummyMemoryCache")
     assert_same_after(ds, edited)
@@ -378,9 +381,9 @@ def test_py_function_is_refused_with_a_clear_message():
     with pytest.raises(RewriteError, match=r"MapDataset/_\d+.*py_function cannot be serialized"):
         rw.graph_def_of(ds)
     with pytest.raises(RewriteError, match="py_function cannot be serialized"):
-        rw.rewrite(ds, [])
+        apply_changes(ds, [])
     # In this process the Python function still exists, so a rebuild can be asked for.
-    assert elements(rw.rewrite(ds, [], allow_external_state=True)) == [1, 2, 3]
+    assert elements(apply_changes(ds, [], allow_external_state=True)) == [1, 2, 3]
 
 
 def test_variables_are_refused_naming_the_op():
@@ -394,7 +397,7 @@ def test_variables_are_refused_naming_the_op():
 
 def test_stateful_random_ops_rebuild():
     ds = tf.data.Dataset.range(4).map(noisy)
-    assert len(elements(rw.rewrite(ds, []))) == 4
+    assert len(elements(apply_changes(ds, []))) == 4
 
 
 def test_random_crop_box_sampler_rebuilds_with_fresh_state():
@@ -412,22 +415,26 @@ def test_random_crop_box_sampler_rebuilds_with_fresh_state():
     assert not pipeline_of(ds).problems  # traceable and rewritable: no "not serializable" note
 
 
-# -- edits as values ------------------------------------------------------------------------------------
+# -- a plan's changes ------------------------------------------------------------------------------------
 
-def test_rewrite_applies_edit_values_in_order_and_can_run_again(tmp_path):
-    ds = tfrecords(tmp_path)
+def change(what: str, node: str, value=None) -> Change:
+    return Change(what, node, node, value, "test")
+
+
+def test_apply_changes_in_order_and_run_again(tmp_path):
+    ds = tfrecords(tmp_path).cache().prefetch(1)
     graph_def = rw.graph_def_of(ds)
-    edits = [
-        RemoveCachesAndPrefetches(),
-        SetParallelism(first(graph_def, "InterleaveDataset"), 2),
-        SetParallelism(first(graph_def, "MapDataset"), AUTOTUNE),
-        SetParallelism(first(graph_def, "BatchDatasetV2"), 2),
-        InsertCache(first(graph_def, "MapDataset")),
-        SetPrefetch(rw.RETVAL, AUTOTUNE),
+    changes = [
+        change("prefetch", rw.RETVAL, AUTOTUNE),
+        change("cache", first(graph_def, "MapDataset"), ""),
+        change("parallelism", first(graph_def, "InterleaveDataset"), 2),
+        change("parallelism", first(graph_def, "MapDataset"), AUTOTUNE),
+        change("parallelism", first(graph_def, "BatchDatasetV2"), 2),
+        change("remove", first(graph_def, "PrefetchDataset")),
     ]
-    out = rw.rewrite(ds, edits)
+    out = apply_changes(ds, changes)
     assert elements(out) == elements(ds) and out.element_spec == ds.element_spec
-    again = rw.rewrite(out, [SetPrefetch(rw.RETVAL, 2)])  # a rebuilt pipeline serializes again
+    again = apply_changes(out, [change("prefetch", rw.RETVAL, 2)])  # a rebuilt pipeline serializes again
     assert elements(again) == elements(ds)
 
 
@@ -495,7 +502,7 @@ def test_random_edits_on_random_pipelines_keep_elements(steps, data):
         elif kind == "cache":
             graph_def, _ = rw.insert_cache(graph_def, data.draw(st.sampled_from(datasets), label="after"))
         else:
-            graph_def = rw.remove_caches_and_prefetches(graph_def)
+            graph_def = remove_caches_and_prefetches(graph_def)
     out = rebuilt(ds, graph_def)
     assert out.element_spec == ds.element_spec
     assert elements(out) == expected

@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
-from plumbkit.examples import planted_work, single_thread_ops_options
+from plumbkit.bench.examples import planted_work
+from plumbkit.tfdata.options import single_thread_ops_options
 
 from conftest import heavy, isolated_seconds_per_element, medium
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import ipywidgets as w
 
-from .. import api
-from ..report import COLUMNS, human_bytes, row_cells
-from ..trace import Trace
+from ..engine.trace_result import Trace
+from ..engine.tracing import trace as trace_pipeline
+from ..model.units import human_bytes
+from ..render.table import COLUMNS, row_cells, throughput_series
 from .common import background, svg_lines
 
 #: Redraw at most this often (seconds): live, yet cheap for the kernel.
@@ -46,16 +47,6 @@ def table_html(trace: Trace) -> str:
                     f"style='{style}' title='{title}'><td title='bottleneck'>{mark}</td>{tds}</tr>")
     return (f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:12px'>"
             f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
-
-
-def throughput_series(trace: Trace) -> list[float]:
-    """Minibatches/s between successive snapshots (the live curve)."""
-    snaps = trace.raw.snapshots
-    out = []
-    for a, b in zip(snaps, snaps[1:]):
-        if b.t > a.t:
-            out.append((b.batches - a.batches) / (b.t - a.t))
-    return out
 
 
 def status_text(trace: Trace, state: str) -> str:
@@ -97,7 +88,7 @@ class LiveTraceWidget(w.VBox):
     # -- running ---------------------------------------------------------------------------
     def start(self) -> None:
         def run() -> Trace:
-            return api.trace(self.pipeline, on_update=self._on_update, tracer_ready=self._ready, **self._kwargs)
+            return trace_pipeline(self.pipeline, on_update=self._on_update, tracer_ready=self._ready, **self._kwargs)
         self._job = background(run, on_done=self._finished)
 
     def _ready(self, tracer) -> None:

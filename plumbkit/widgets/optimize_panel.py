@@ -9,9 +9,9 @@ from typing import Any
 
 import ipywidgets as w
 
-from .. import tuning
-from ..codegen import CodegenError
-from ..report import plan_html
+from ..engine.optimization import Plan, optimize
+from ..export.source import CodegenError
+from ..render.html import plan_html
 from . import lab
 from .common import background
 
@@ -23,7 +23,7 @@ class OptimizePanel(w.VBox):
                  cores: int | None = None, memory_budget: float | None = None):
         self.pipeline, self.cell_source = pipeline, cell_source
         self.options = dict(seconds=seconds, cores=cores, memory_budget=memory_budget)
-        self.plan: tuning.Plan | None = None
+        self.plan: Plan | None = None
         self._job = None
         lab.frontend()  # connect to JupyterLab now, so Export can insert a cell on the first click
         self.button = w.Button(description="Optimize", button_style="success", icon="rocket")
@@ -45,8 +45,8 @@ class OptimizePanel(w.VBox):
             return
         self.button.disabled = True
 
-        def work() -> tuning.Plan:
-            return tuning.optimize(self.pipeline, on_progress=self._on_progress, **self.options)
+        def work() -> Plan:
+            return optimize(self.pipeline, on_progress=self._on_progress, **self.options)
         self._job = background(work, on_done=self._done)
 
     def _on_progress(self, message: str, fraction: float) -> None:
@@ -62,7 +62,7 @@ class OptimizePanel(w.VBox):
         self.export_button.disabled = self.cell_source is None
         self.message.value = "done"
 
-    def wait(self, timeout: float | None = None) -> tuning.Plan | None:
+    def wait(self, timeout: float | None = None) -> Plan | None:
         if self._job is not None:
             self._job.wait(timeout)
         return self.plan

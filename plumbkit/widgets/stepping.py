@@ -7,7 +7,9 @@ from typing import Any, MutableMapping
 
 import ipywidgets as w
 
-from .. import tuning
+from ..engine.measuring import measure
+from ..engine.stepping import Walk, step_from
+from ..tfdata.graph import resolve_pipeline
 from .common import background, svg_lines
 
 
@@ -23,7 +25,7 @@ class SteppingWidget(w.VBox):
         self.namespace = namespace if namespace is not None else {}
         self.var_name = var_name
         self.seconds = seconds
-        self.walks = {"bottleneck": tuning.Walk(policy="bottleneck"), "random": tuning.Walk(policy="random")}
+        self.walks = {"bottleneck": Walk(policy="bottleneck"), "random": Walk(policy="random")}
         self._rng_seed = seed
         self._job = None
         self.bottleneck_button = w.Button(description="Bottleneck step", button_style="danger")
@@ -62,12 +64,12 @@ class SteppingWidget(w.VBox):
         if self._job is not None:
             self._job.wait(timeout)
 
-    def _start_of(self, walk: tuning.Walk):
+    def _start_of(self, walk: Walk):
         if walk.start is None:
             self.status.value = f"tracing the starting pipeline ({walk.policy} walk)…"
-            walk.start = tuning.measure(tuning.resolve_pipeline(self.pipeline), seconds=self.seconds)
+            walk.start = measure(resolve_pipeline(self.pipeline), seconds=self.seconds)
         last = walk.steps[-1] if walk.steps else None
-        ds = last.dataset if last else tuning.resolve_pipeline(self.pipeline)
+        ds = last.dataset if last else resolve_pipeline(self.pipeline)
         before = (last.after if last and last.after else walk.start)
         return ds, before
 
@@ -77,7 +79,7 @@ class SteppingWidget(w.VBox):
         ds, before = self._start_of(walk)
         self.status.value = f"{policy} step {len(walk.steps) + 1}…"
         rng = random.Random(self._rng_seed + len(walk.steps))
-        s = tuning._step_from(ds, before, policy=policy, rng=rng, seconds=self.seconds, cores=None)  # noqa: SLF001
+        s = step_from(ds, before, policy=policy, rng=rng, seconds=self.seconds, cores=None)
         walk.steps.append(s)
         self.namespace[self.var_name] = s.dataset
         self.redraw()

@@ -1,0 +1,480 @@
+"""Trace -> analysis: operational analysis of a traced pipeline (Plumber §4.4, Appendix A).
+
+From the runtime counters over a steady-state window this derives, per user operator: visit
+ratio ``V_i``, CPU core-seconds ``U_i`` (calibrated so their sum matches the process CPU),
+resource-accounted rate ``R_i = (C_i / U_i) / V_i``, CPU share and utilization, bytes per
+element, cardinality and materialized size, and whether the operator may be cached. Pure
+Python: it reads :mod:`plumbkit.model` records only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..model.pipeline import FILE_SOURCE_KINDS, Pipeline, family
+from ..model.samples import NodeSample, RawTrace, Snapshot
+from .runtime_map import RuntimeMap, map_runtime
+
+#: Bytes of framing per record that a reader consumes but does not produce.
+RECORD_FRAMING_BYTES = {"tfrecord": 16, "text_line": 1, "fixed_length_record": 0}
+#: tf.data counts a string element's bytes as its payload plus a 24-byte ``tstring`` header.
+STRING_HEADER_BYTES = 24
+#: Operators below this share of the process CPU are not named as the bottleneck.
+MIN_BOTTLENECK_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class OpStats:
+    """One operator's measured and derived numbers (None where it cannot be known)."""
+
+    name: str
+    label: str
+    kind: str
+    parallelism: int | None  # what really ran (after tf.data's rewrites and autotuning)
+    sequential: bool  # cannot run on more than one core
+    visit_ratio: float | None  # V_i: elements of this operator per minibatch
+    rate_per_core: float | None  # R_i: minibatches per second per core (inf = costs nothing)
+    cpu_share: float  # share of the process CPU spent in this operator
+    utilization: float | None  # cores busy here / cores it may use
+    cpu_seconds: float  # U_i, calibrated
+    elements: int  # C_i over the window
+    elements_per_second: float
+    bytes_per_element: float | None
+    cardinality: float | None  # elements in one pass (inf when infinite, None unknown)
+    materialized_bytes: float | None  # size if cached here (None when infinite or random)
+    cacheable: bool
+    cache_note: str  # why (not) cacheable
+    random: bool  # this operator or one below draws random numbers
+    buffer_fill: float | None  # buffered elements / buffer size for async operators
+    runtime: str  # runtime node name(s), e.g. "ParallelMapV2", "MapAndBatch"
+    note: str = ""  # e.g. "fused with batch(32) into MapAndBatch by tf.data"
+    injected: bool = False  # added by tf.data, not in the user's code
+
+    @property
+    def capacity(self) -> float:
+        """Throughput this operator sustains with its current parallelism: theta_i * R_i."""
+        if self.rate_per_core is None:
+            return math.inf
+        return self.rate_per_core * (self.parallelism or 1)
+
+
+@dataclass
+class Analysis:
+    """Everything derived from one trace; the fields a :class:`~plumbkit.Trace` exposes."""
+
+    throughput: float
+    window: tuple[float, float]
+    ops: list[OpStats]
+    cpu_seconds: float
+    attributed_cpu_seconds: float
+    unattributed_share: float
+    cores: int
+    source_bytes: int | None = None
+    source_files: int = 0
+    source_exact: bool = True
+    files_opened: int = 0
+    bytes_read: int = 0
+    records_read: int = 0
+    max_rss: int = 0
+    runtime_map: RuntimeMap = field(default_factory=RuntimeMap)
+
+
+#: Fewer snapshots than this after warm-up: measure from the start (zero counters) instead.
+MIN_WINDOW_SNAPSHOTS = 4
+
+
+def steady_window(snaps: list[Snapshot], warmup_seconds: float = 0.0) -> tuple[int, int]:
+    """Indices (start, end) of the measurement window: skip warm-up (the first quarter, <= 1 s).
+
+    ``start == -1`` means "from the beginning": too short a run to afford skipping warm-up.
+    """
+    if not snaps:
+        return -1, -1
+    end = len(snaps) - 1
+    t_start = warmup_seconds + min(1.0, 0.25 * (snaps[end].t - warmup_seconds))
+    for i, s in enumerate(snaps):
+        if s.t >= t_start and s.batches > 0 and end - i >= MIN_WINDOW_SNAPSHOTS:
+            return i, end
+    if warmup_seconds > 0:  # never measure the warm-up (e.g. a cache filling)
+        return next((i for i, s in enumerate(snaps) if s.t >= warmup_seconds and i < end), end - 1 if end else -1), end
+    return -1, end
+
+
+def _deltas(snaps: list[Snapshot], start: int, end: int) -> dict[int, tuple[NodeSample, NodeSample | None]]:
+    """Per runtime node: (last sample seen up to ``end``, sample at ``start`` or None if newer)."""
+    last: dict[int, NodeSample] = {}
+    for s in snaps[max(start, 0):end + 1]:
+        last.update(s.nodes)
+    base = snaps[start].nodes if start >= 0 else {}
+    return {i: (n, base.get(i)) for i, n in last.items()}
+
+
+def _d(pair: tuple[NodeSample, NodeSample | None], attr: str) -> int:
+    now, then = pair
+    return getattr(now, attr) - (getattr(then, attr) if then is not None else 0)
+
+
+def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, int] | None = None,
+            file_sizes: Mapping[str, int] | None = None, source_exact: bool = True) -> Analysis:
+    """Operational analysis of ``raw`` for ``pipeline`` (see the module docstring)."""
+    snaps = raw.snapshots
+    cardinalities = cardinalities or {}
+    if len(snaps) < 1 or snaps[-1].batches == 0:
+        ops = [_empty_stats(pipeline, op.name) for op in pipeline]
+        return Analysis(throughput=0.0, window=(0.0, 0.0), ops=ops, cpu_seconds=0.0,
+                        attributed_cpu_seconds=0.0, unattributed_share=0.0, cores=raw.cores)
+    start, end = steady_window(snaps, raw.warmup_seconds)
+    rmap = RuntimeMap()
+    seen: set[int] = set()
+    for s in snaps:
+        if not set(s.nodes) <= seen:
+            map_runtime(pipeline, s.nodes, into=rmap)
+            seen |= set(s.nodes)
+    deltas = _deltas(snaps, start, end)
+    last = snaps[end]
+    first = snaps[start] if start >= 0 else Snapshot(t=0.0, cpu=0.0, rss=0, nodes={})
+    T = max(last.t - first.t, 1e-9)
+    cpu_total = last.cpu - first.cpu
+    root_id = next(i for i, r in rmap.role.items() if r == "root")
+    C0 = _d(deltas[root_id], "elements") if root_id in deltas else last.batches
+    throughput = C0 / T
+
+    # Raw (uncalibrated) self time, elements and bytes per user operator.
+    wall: dict[str, float] = {op.name: 0.0 for op in pipeline}
+    own: dict[str, NodeSample] = {}
+    wall_unowned = 0.0
+    for rid, pair in deltas.items():
+        role, owner = rmap.role.get(rid), rmap.owner.get(rid)
+        ns = _d(pair, "processing_ns") / 1e9
+        if role in (None, "root", "injected"):
+            wall_unowned += ns
+            continue
+        wall[owner] = wall.get(owner, 0.0) + ns
+        if role in ("op", "fused") and (owner not in own or own[owner].id < rid):
+            own[owner] = pair[0]  # the newest runtime node stands for the operator
+    reader = _reader_totals(pipeline, rmap, snaps)
+    elements = _elements(pipeline, rmap, deltas, own)
+    visits = _visit_ratios(pipeline, rmap, own, _pass_through(pipeline, rmap, elements), C0)
+    wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0)
+    wall_total = sum(wall.values()) + wall_unowned
+    scale = min(1.0, cpu_total / wall_total) if wall_total > 0 else 1.0
+    attributed = sum(wall.values()) * scale
+    unattributed = max(0.0, cpu_total - attributed) / cpu_total if cpu_total > 0 else 0.0
+
+    random_below = _random_below(pipeline)
+    card = _cardinalities(pipeline, cardinalities, elements, file_sizes or {}, reader)
+
+    ops: list[OpStats] = []
+    for op in pipeline:
+        C = produced.get(op.name)
+        U = wall.get(op.name, 0.0) * scale
+        V = visits.get(op.name)
+        fused_into = rmap.fused.get(op.name)
+        runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
+        sample = own.get(op.name)
+        parallelism = _parallelism(op, sample)
+        if fused_into and op.kind != "map" and sample is None:
+            U = 0.0  # the fused node's work is the map's
+        rate = None
+        if C and V:
+            rate = math.inf if U <= 0 else (C / U) / V
+        bpe = _bytes_per_element(op, pipeline, rmap, deltas)
+        n = card.get(op.name)
+        materialized = None
+        if n is not None and math.isfinite(n) and bpe is not None and not random_below[op.name]:
+            materialized = n * bpe
+        cacheable, cache_note = _cacheability(op.name, pipeline, random_below, card, materialized)
+        theta = min(parallelism or 1, raw.cores)
+        note = ""
+        if fused_into:
+            partner = [o.label for o in pipeline if rmap.fused.get(o.name) == fused_into and o.name != op.name]
+            note = f"fused with {', '.join(partner)} into {fused_into} by tf.data"
+        elif op.name in rmap.eliminated:
+            note = "removed by tf.data's static optimizations"
+        elif runtime and family(runtime) != family(op.op):
+            note = f"runs as {runtime}"
+        elif sample is not None and op.op.startswith(("Map", "Batch")) and runtime.startswith("Parallel"):
+            note = "parallelized by tf.data (map_parallelization)"
+        ops.append(OpStats(
+            name=op.name, label=op.label, kind=op.kind, parallelism=parallelism,
+            sequential=not op.parallelizable, visit_ratio=V, rate_per_core=rate,
+            cpu_share=U / cpu_total if cpu_total > 0 else 0.0,
+            utilization=U / (T * theta) if C else None, cpu_seconds=U, elements=int(C or 0),
+            # X_i = V_i X_0 (sampling misses the short-lived nodes under a fast repeat)
+            elements_per_second=V * throughput if V is not None else (C or 0) / T,
+            bytes_per_element=bpe, cardinality=n,
+            materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
+            random=random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
+            note=note,
+        ))
+    for rid, above in rmap.injected.items():
+        pair = deltas.get(rid)
+        if pair is None:
+            continue
+        ops.insert(_index_of(ops, above), OpStats(
+            name=f"{above}/injected_prefetch", label="prefetch (injected)", kind="prefetch",
+            parallelism=None, sequential=True, visit_ratio=1.0 if above == pipeline.root else None,
+            rate_per_core=None, cpu_share=0.0, utilization=None, cpu_seconds=0.0,
+            elements=_d(pair, "elements"), elements_per_second=_d(pair, "elements") / T,
+            bytes_per_element=None, cardinality=None, materialized_bytes=None, cacheable=False,
+            cache_note="added by tf.data", random=False, buffer_fill=_buffer_fill(pair[0]),
+            runtime=pair[0].name, note="inserted by tf.data (inject_prefetch)", injected=True,
+        ))
+    files = {f for op in pipeline for f in op.files}
+    sizes = file_sizes or {}
+    source_bytes = sum(sizes.get(f, 0) for f in files) if files else None
+    return Analysis(
+        throughput=throughput, window=(first.t, last.t), ops=ops, cpu_seconds=cpu_total,
+        attributed_cpu_seconds=attributed, unattributed_share=unattributed, cores=raw.cores,
+        source_bytes=source_bytes, source_files=len(files), source_exact=source_exact,
+        files_opened=_files_opened(pipeline, rmap, snaps), bytes_read=reader["bytes"] + reader["framing"],
+        records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
+    )
+
+
+def _reader_totals(pipeline: Pipeline, rmap: RuntimeMap, snaps: list[Snapshot]) -> dict[str, int]:
+    """Records and bytes read from files over the whole run, from the operators that read them.
+
+    Counted at the reading user operator (a reader, or the interleave that opens readers): its
+    output is the records themselves, and it outlives the per-file readers that come and go
+    between samples.
+    """
+    totals = {"records": 0, "bytes": 0, "framing": 0}
+    last = _last_seen(snaps)
+    for op in pipeline:
+        if not op.reads_files:
+            continue
+        kind = op.kind if op.kind in FILE_SOURCE_KINDS else next(k for k in op.inner_kinds if k in FILE_SOURCE_KINDS)
+        for rid in rmap.ids_for(op.name, ("op",)):
+            if rid in last:
+                totals["records"] += last[rid].elements
+                totals["bytes"] += last[rid].bytes_produced - STRING_HEADER_BYTES * last[rid].elements
+                totals["framing"] += last[rid].elements * RECORD_FRAMING_BYTES[kind]
+    return totals
+
+
+def _last_seen(snaps: list[Snapshot]) -> dict[int, NodeSample]:
+    """Every runtime node's latest sample, including nodes that have since gone away."""
+    last: dict[int, NodeSample] = {}
+    for s in snaps:
+        last.update(s.nodes)
+    return last
+
+
+def _index_of(ops: list[OpStats], name: str) -> int:
+    return next((i for i, o in enumerate(ops) if o.name == name), 0)
+
+
+def _bytes_per_element(op, pipeline: Pipeline, rmap: RuntimeMap, deltas) -> float | None:
+    """b_i = bytes produced / elements; the halves of a fusion share the fused node's output."""
+    fused_batch = op.name in rmap.fused and op.kind != "map" and op.inputs
+    owner = op.inputs[0] if fused_batch else op.name
+    ids = [i for i, o in rmap.owner.items() if o == owner and rmap.role[i] in ("op", "fused") and i in deltas]
+    if not ids:
+        return None
+    pair = deltas[ids[-1]]
+    produced = sum(_d(deltas[i], "bytes_produced") for i in ids)
+    count = sum(_d(deltas[i], "elements") for i in ids)
+    if not count:
+        return None
+    per_output = produced / count
+    if rmap.role[ids[0]] == "fused" and not fused_batch:
+        return per_output / (pair[0].ratio or 1.0)  # one map output is one row of the batch
+    return per_output
+
+
+def _empty_stats(pipeline: Pipeline, name: str) -> OpStats:
+    op = pipeline[name]
+    return OpStats(name=name, label=op.label, kind=op.kind, parallelism=op.parallelism,
+                   sequential=not op.parallelizable, visit_ratio=None, rate_per_core=None,
+                   cpu_share=0.0, utilization=None, cpu_seconds=0.0, elements=0,
+                   elements_per_second=0.0, bytes_per_element=None, cardinality=None,
+                   materialized_bytes=None, cacheable=False, cache_note="not measured",
+                   random=op.random, buffer_fill=None, runtime="")
+
+
+def _parallelism(op, sample: NodeSample | None) -> int | None:
+    if sample is not None:
+        for key in ("parallelism", "num_parallel_calls"):
+            if key in sample.parameters:
+                return int(sample.parameters[key])
+    p = op.parallelism
+    return None if p is None else (p if p > 0 else None)
+
+
+def _buffer_fill(sample: NodeSample | None) -> float | None:
+    if sample is None:
+        return None
+    size = sample.parameters.get("buffer_size") or sample.parameters.get("parallelism")
+    if not size or size <= 0:
+        return None
+    return min(1.0, sample.buffered_elements / size)
+
+
+#: Below this share of its expected elements an operator's self time is scaled up (see below).
+_MIN_COVERAGE = 0.9
+
+
+def _unsampled_epochs_restored(wall: dict[str, float], elements: Mapping[str, float], visits: Mapping[str, float],
+                               C0: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Self time of the epochs the sampler never saw.
+
+    Below a repeat, every epoch gets fresh runtime nodes; an epoch shorter than the polling
+    period lives and dies between two snapshots, and its elements and time are never seen. The
+    observed epochs are a fair sample (R_i = C_i / U_i needs no correction), but the operator's
+    share of the process CPU does: scale its time by the elements it must have produced,
+    ``V_i C_0``, over those seen, ``C_i``. Returns (self time, elements), both restored.
+    """
+    out, produced = dict(wall), dict(elements)
+    for name, U in wall.items():
+        C, V = elements.get(name), visits.get(name)
+        if not U or not C or not V or not C0:
+            continue
+        coverage = C / (V * C0)
+        if coverage < _MIN_COVERAGE:
+            coverage = max(coverage, 0.005)
+            out[name], produced[name] = U / coverage, C / coverage
+    return out, produced
+
+
+def _elements(pipeline: Pipeline, rmap: RuntimeMap, deltas, own) -> dict[str, float]:
+    """C_i over the window; a map fused into MapAndBatch produced batch_size x its batches."""
+    out: dict[str, float] = {}
+    for op in pipeline:
+        # Below a repeat, each epoch has fresh runtime nodes: sum them.
+        ids = [i for i, o in rmap.owner.items()
+               if o == op.name and rmap.role[i] in ("op", "fused") and i in deltas]
+        if not ids:
+            continue
+        produced = sum(_d(deltas[i], "elements") for i in ids)
+        if rmap.role[ids[0]] == "fused":
+            produced *= deltas[ids[0]][0].ratio or 1.0  # the map's elements, before batching
+        out[op.name] = produced
+    for op in pipeline:  # the batch half of a fusion: the fused node's own output count
+        if op.name in rmap.fused and op.name not in out and op.inputs and op.inputs[0] in own:
+            fused = own[op.inputs[0]]
+            out[op.name] = sum(_d(deltas[i], "elements") for i, o in rmap.owner.items()
+                               if o == op.inputs[0] and rmap.role[i] == "fused" and i in deltas)
+            del fused
+    return out
+
+
+def _pass_through(pipeline: Pipeline, rmap: RuntimeMap, elements: dict[str, float]) -> dict[str, float]:
+    """Element counts where an operator tf.data removed takes the count of what it passed on."""
+    out = dict(elements)
+    for op in reversed(list(pipeline)):  # sources first
+        if op.name not in out and op.name in rmap.eliminated and len(op.inputs) == 1 and op.inputs[0] in out:
+            out[op.name] = out[op.inputs[0]]
+    return out
+
+
+def _visit_ratios(pipeline: Pipeline, rmap: RuntimeMap, own, elements, C0) -> dict[str, float]:
+    """V_i top-down: tf.data's known ratios where it has them (exact), measured ratios elsewhere."""
+    visits: dict[str, float] = {pipeline.root: 1.0}
+    stack = [pipeline.root]
+    while stack:
+        name = stack.pop()
+        op = pipeline[name]
+        V = visits[name]
+        sample = own.get(name)
+        known = sample.ratio if sample is not None and rmap.role.get(sample.id) == "op" else 0.0
+        if name in rmap.fused and op.kind != "map" and op.inputs:
+            fused = own.get(op.inputs[0])
+            known = fused.ratio if fused is not None else 0.0
+        elif op.kind in ("map", "prefetch", "cache"):
+            known = 1.0  # one output per input, whatever runtime node it became
+        for child in op.inputs:
+            C_child, C_self = elements.get(child), elements.get(name)
+            if len(op.inputs) == 1 and known > 0:
+                visits[child] = V * known
+            elif len(op.inputs) == 1 and (name in rmap.eliminated or C_self is None):
+                visits[child] = V
+            elif C_child is not None and C_self:
+                visits[child] = V * C_child / C_self
+            elif C_child is not None and C0:
+                visits[child] = C_child / C0
+            else:
+                continue
+            stack.append(child)
+    return visits
+
+
+def _random_below(pipeline: Pipeline) -> dict[str, bool]:
+    """True where the operator or anything it reads from draws random numbers."""
+    out: dict[str, bool] = {}
+    for op in reversed(list(pipeline)):  # sources first
+        out[op.name] = op.random or any(out.get(i, False) for i in op.inputs)
+    return out
+
+
+def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file_sizes, reader) -> dict[str, float | None]:
+    """Elements in one pass at every operator: TF's own count when it knows it, else estimated.
+
+    A reader's count is its bytes on disk times records per byte read; other operators scale
+    their input's count by their measured output/input ratio (Plumber Appendix A).
+    """
+    out: dict[str, float | None] = {}
+    records_per_byte = reader["records"] / (reader["bytes"] + reader["framing"]) if reader["bytes"] else None
+    for op in reversed(list(pipeline)):
+        n = static.get(op.name, -2)
+        if n >= 0:
+            out[op.name] = float(n)
+            continue
+        if n == -1:
+            out[op.name] = math.inf
+            continue
+        below_files = {f for o in [op, *pipeline.descendants(op.name)] for f in o.files}
+        if op.reads_files and records_per_byte and below_files:
+            out[op.name] = sum(file_sizes.get(f, 0) for f in below_files) * records_per_byte
+            continue
+        kids = [out.get(i) for i in op.inputs]
+        if not kids or any(k is None for k in kids):
+            out[op.name] = None
+            continue
+        if any(math.isinf(k) for k in kids):
+            out[op.name] = math.inf
+            continue
+        if op.kind == "concatenate":
+            out[op.name] = float(sum(kids))
+        elif op.kind in ("zip",):
+            out[op.name] = float(min(kids))
+        else:
+            C, Cin = elements.get(op.name), elements.get(op.inputs[0])
+            out[op.name] = kids[0] * C / Cin if C is not None and Cin else None
+    return out
+
+
+def _cacheability(name: str, pipeline: Pipeline, random_below, card, materialized) -> tuple[bool, str]:
+    if random_below[name]:
+        culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.random)
+        return False, f"random: {culprit} changes every epoch"
+    if card.get(name) is not None and math.isinf(card[name]):
+        return False, "infinite: a repeat() below never ends"
+    if pipeline.problems:
+        return False, "pipeline cannot be rebuilt (see problems)"
+    if materialized is None:
+        return False, "size unknown"
+    return True, "deterministic and finite"
+
+
+def _files_opened(pipeline: Pipeline, rmap: RuntimeMap, snaps: list[Snapshot]) -> int:
+    """Files handed to readers so far: elements produced by the operators listing the files."""
+    names = {op.name for op in pipeline if op.files and op.kind not in FILE_SOURCE_KINDS}
+    total = 0
+    last = _last_seen(snaps)
+    for rid, owner in rmap.owner.items():
+        if owner in names and rmap.role.get(rid) == "op" and rid in last:
+            total += last[rid].elements
+    return total
+
+
+def bottleneck(analysis: Analysis) -> OpStats | None:
+    """The operator with the lowest capacity ``theta_i R_i`` under the current configuration
+    (operators below :data:`MIN_BOTTLENECK_SHARE` of the process CPU are never named)."""
+    candidates = [o for o in analysis.ops if o.rate_per_core is not None and math.isfinite(o.rate_per_core)
+                  and o.cpu_share >= MIN_BOTTLENECK_SHARE and not o.injected]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda o: o.rate_per_core * min(o.parallelism or 1, analysis.cores))

@@ -1,0 +1,55 @@
+"""Measuring a pipeline for the engine: steady state, the disk's ceiling, one epoch's length.
+
+Every throughput called *measured* comes from here: the pipeline is traced in this process
+(epochs repeated as training consumes them). TensorFlow is reached through ``plumbkit.tfdata``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Callable
+
+from ..tfdata.disk import measure_read_bandwidth
+from ..tfdata.run import ideal_throughput, measurable
+from .trace_result import Trace
+from .tracing import trace
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+#: ``on_progress(message, fraction done)`` for long operations.
+Progress = Callable[[str, float], None]
+
+__all__ = ["Progress", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
+
+
+def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None) -> Trace:
+    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first)."""
+    return trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
+                 min_seconds=min(2.0, seconds))
+
+
+def disk_bound(t: Trace, *, parallelism: int) -> float | None:
+    """``BW(p) / D``: minibatches/s the disk allows at read parallelism ``p`` (None: no files)."""
+    a = t.analysis
+    readers = [op for op in t.pipeline if op.reads_files]
+    files = sorted({f for op in t.pipeline for f in op.files})
+    batches = t.raw.snapshots[-1].batches if t.raw.snapshots else 0
+    if not readers or not files or not a.bytes_read or not batches:
+        return None
+    kind = next(k for k in (readers[0].kind, *readers[0].inner_kinds) if k in ("tfrecord", "text_line"))
+    curve = measure_read_bandwidth(files, kind, parallelisms=(1, 2, max(2, parallelism)), seconds=0.3)
+    if curve is None:
+        return None
+    return curve(parallelism) / (a.bytes_read / batches)
+
+
+def one_epoch_batches(t: Trace, node: str | None = None) -> int:
+    """Root minibatches that consume one full pass of ``node``: ``n_node / V_node``.
+
+    That many batches fill a cache placed at ``node`` (0 if its size is infinite or unknown).
+    """
+    op = next((o for o in t.ops if o.name == (node or t.pipeline.root)), None)
+    if op is None or op.cardinality is None or not math.isfinite(op.cardinality) or not op.visit_ratio:
+        return 0
+    return int(math.ceil(op.cardinality / op.visit_ratio)) + 2

@@ -1,0 +1,135 @@
+"""Stepping and walks: give one operator one more thread, rebuild, measure (Plumber §5.1).
+
+A bottleneck step gives the operator with the lowest capacity one more unit of parallelism; a
+random step gives a random tunable operator one. Every throughput here is measured.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from ..model.plan import Change
+from ..planning.decisions import bottleneck_choice
+from ..tfdata.graph import resolve_pipeline
+from ..tfdata.rebuild import apply_changes
+from .measuring import measure
+from .trace_result import Trace
+from .tracing import PipelineLike
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+@dataclass
+class Step:
+    """One step: which operator got one more unit of parallelism, and what that measured."""
+
+    dataset: "tf.data.Dataset"
+    operator: str | None  # label of the operator changed (None: nothing tunable)
+    parallelism: int | None
+    before: Trace  # trace of the pipeline the step started from
+    after: Trace | None  # trace of the new pipeline (its throughput is measured)
+
+    @property
+    def throughput(self) -> float:
+        return self.after.throughput if self.after else self.before.throughput
+
+
+def _current_parallelism(t: Trace, name: str) -> int:
+    stats = next(o for o in t.ops if o.name == name)
+    return max(1, stats.parallelism or 1)
+
+
+def _choose(t: Trace, policy: str, rng: random.Random) -> str | None:
+    if policy == "bottleneck":
+        return bottleneck_choice(t)
+    if policy == "random":
+        tunable = [o.name for o in t.ops if not o.injected and o.name in t.pipeline.operators
+                   and t.pipeline[o.name].parallelizable]
+        return rng.choice(tunable) if tunable else None
+    raise ValueError(f"policy must be 'bottleneck' or 'random', got {policy!r}")
+
+
+def step_from(ds: "tf.data.Dataset", before: Trace, *, policy: str, rng: random.Random,
+              seconds: float, cores: int | None) -> Step:
+    """One step from ``ds`` whose trace is ``before`` (walks and the stepping widget chain these)."""
+    name = _choose(before, policy, rng)
+    if name is None:
+        return Step(dataset=ds, operator=None, parallelism=None, before=before, after=None)
+    label = before.pipeline[name].label
+    value = _current_parallelism(before, name) + 1
+    new = apply_changes(ds, [Change("parallelism", label, name, value, f"{policy} step")])
+    after = measure(new, seconds=seconds, cores=cores)
+    return Step(dataset=new, operator=label, parallelism=value, before=before, after=after)
+
+
+def step(pipeline: PipelineLike, *, policy: str = "bottleneck", seed: int | None = None,
+         seconds: float = 3.0, cores: int | None = None) -> Step:
+    """Trace, give one more unit of parallelism to the bottleneck (or a random tunable operator),
+    rebuild, and measure the new pipeline."""
+    ds = resolve_pipeline(pipeline)
+    before = measure(ds, seconds=seconds, cores=cores)
+    return step_from(ds, before, policy=policy, rng=random.Random(seed), seconds=seconds, cores=cores)
+
+
+@dataclass
+class Walk:
+    """A sequence of steps under one policy; ``throughputs[0]`` is the starting pipeline."""
+
+    policy: str
+    steps: list[Step] = field(default_factory=list)
+    start: Trace | None = None
+
+    @property
+    def throughputs(self) -> list[float]:
+        start = [self.start.throughput] if self.start else []
+        return start + [s.throughput for s in self.steps]
+
+    @property
+    def operators(self) -> list[str | None]:
+        return [s.operator for s in self.steps]
+
+    @property
+    def dataset(self) -> "tf.data.Dataset | None":
+        return self.steps[-1].dataset if self.steps else None
+
+    @property
+    def lp_bounds(self) -> list[float]:
+        """The LP's predicted upper bound at the start of each step (and after the last)."""
+        traces = ([self.start] if self.start else []) + [s.after for s in self.steps if s.after]
+        return [t.lp_bound() for t in traces]
+
+    def __str__(self) -> str:
+        from ..render.text import walk_text
+        return walk_text(self)
+
+    def _repr_html_(self) -> str:
+        import html
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+    def steps_to_reach(self, fraction: float = 0.9, peak: float | None = None) -> int | None:
+        """Steps until throughput first reaches ``fraction`` of ``peak`` (default: best seen)."""
+        values = self.throughputs
+        peak = max(values) if peak is None else peak
+        return next((i for i, v in enumerate(values) if v >= fraction * peak), None)
+
+
+def walk(pipeline: PipelineLike, *, steps: int = 5, policy: str = "bottleneck", seed: int | None = None,
+         seconds: float = 3.0, cores: int | None = None,
+         on_step: Callable[[Walk], None] | None = None) -> Walk:
+    """Repeat :func:`step` ``steps`` times; each step's trace is the next step's starting point."""
+    ds = resolve_pipeline(pipeline)
+    rng = random.Random(seed)
+    result = Walk(policy=policy, start=measure(ds, seconds=seconds, cores=cores))
+    current, before = ds, result.start
+    for _ in range(steps):
+        s = step_from(current, before, policy=policy, rng=rng, seconds=seconds, cores=cores)
+        result.steps.append(s)
+        if on_step is not None:
+            on_step(result)
+        if s.after is None:
+            break
+        current, before = s.dataset, s.after
+    return result

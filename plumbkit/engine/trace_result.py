@@ -1,0 +1,125 @@
+"""The :class:`Trace`: what plumbkit measured about one pipeline, and what it derived.
+
+Immutable in spirit and saveable (``save``/``load`` as JSON) so the CLI, widgets, notebooks
+and tests can all start from a recorded trace. Rendering lives in :mod:`plumbkit.render`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..analysis.operational import Analysis, OpStats, analyze, bottleneck
+from ..model.pipeline import Pipeline
+from ..model.samples import RawTrace, snapshot_from_dict, snapshot_to_dict
+from ..planning.decisions import lp_rates
+from ..planning.lp import LPSolution, solve_cpu_lp
+
+
+@dataclass
+class Trace:
+    """One traced run of a pipeline: operators, their rates, the bottleneck, the LP bound."""
+
+    pipeline: Pipeline
+    raw: RawTrace
+    analysis: Analysis
+    cardinalities: dict[str, int] = field(default_factory=dict)
+    file_sizes: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what cannot be done with this pipeline, in plain words
+
+    # -- the numbers people ask for -------------------------------------------------------
+    @property
+    def throughput(self) -> float:
+        """Measured minibatches per second at the root, over the steady-state window."""
+        return self.analysis.throughput
+
+    @property
+    def ops(self) -> list[OpStats]:
+        return self.analysis.ops
+
+    @property
+    def cores(self) -> int:
+        return self.analysis.cores
+
+    @property
+    def ended(self) -> str:
+        return self.raw.ended
+
+    @property
+    def elapsed(self) -> float:
+        return self.raw.snapshots[-1].t if self.raw.snapshots else 0.0
+
+    @property
+    def bottleneck(self) -> OpStats | None:
+        """The operator with the lowest capacity theta_i * R_i under the current configuration."""
+        return bottleneck(self.analysis)
+
+    def op(self, label: str) -> OpStats:
+        """An operator's stats by label (``"map(decode)"``) or graph node name."""
+        for o in self.ops:
+            if label in (o.label, o.name):
+                return o
+        raise KeyError(f"no operator {label!r}; operators are: {[o.label for o in self.ops]}")
+
+    def lp_rates(self) -> tuple[dict[str, float], set[str]]:
+        """(R_i of every operator that costs CPU, the sequential ones) for the LP."""
+        return lp_rates(self.analysis)
+
+    def lp_solution(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
+        rates, sequential = self.lp_rates()
+        return solve_cpu_lp(rates, cores=cores or self.cores, sequential=sequential, **kwargs)
+
+    def lp_bound(self, cores: float | None = None) -> float:
+        """Predicted upper bound on throughput (minibatches/s) with ``cores`` (default: this machine's)."""
+        return self.lp_solution(cores).throughput
+
+    # -- presentation hooks -----------------------------------------------------------------
+    def __str__(self) -> str:
+        from ..render.text import text_report
+        return text_report(self)
+
+    def __repr__(self) -> str:
+        b = self.bottleneck
+        return (f"<Trace {self.throughput:.2f} batches/s over {self.elapsed:.1f}s, "
+                f"bottleneck {b.label if b else 'none'}>")
+
+    def _repr_html_(self) -> str:
+        from ..render.html import html_report
+        return html_report(self)
+
+    # -- persistence ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pipeline": self.pipeline.to_dict(),
+            "raw": {"snapshots": [snapshot_to_dict(s) for s in self.raw.snapshots],
+                    "ended": self.raw.ended, "error": self.raw.error, "cores": self.raw.cores},
+            "cardinalities": self.cardinalities, "file_sizes": self.file_sizes,
+            "notes": list(self.notes), "source_exact": self.analysis.source_exact,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Trace":
+        pipeline = Pipeline.from_dict(d["pipeline"])
+        r = d["raw"]
+        raw = RawTrace(snapshots=[snapshot_from_dict(s) for s in r["snapshots"]], ended=r["ended"],
+                       error=r.get("error"), cores=r["cores"])
+        return build_trace(pipeline, raw, cardinalities=d.get("cardinalities", {}),
+                           file_sizes=d.get("file_sizes", {}), notes=tuple(d.get("notes", ())),
+                           source_exact=d.get("source_exact", True))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Trace":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def build_trace(pipeline: Pipeline, raw: RawTrace, *, cardinalities: dict[str, int],
+                file_sizes: dict[str, int], notes: tuple[str, ...] = (), source_exact: bool = True) -> Trace:
+    analysis = analyze(pipeline, raw, cardinalities=cardinalities, file_sizes=file_sizes,
+                       source_exact=source_exact)
+    return Trace(pipeline=pipeline, raw=raw, analysis=analysis, cardinalities=dict(cardinalities),
+                 file_sizes=dict(file_sizes), notes=notes)

@@ -1,0 +1,68 @@
+"""Matplotlib figures of plumbkit's results, for notebooks and scripts (presentation only)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..engine.optimization import Plan
+    from ..engine.stepping import Walk
+    from ..engine.trace_result import Trace
+
+
+def walk_figure(bottleneck: "Walk", randoms: "Sequence[Walk]" = (), *, title: str = "") -> "Figure":
+    """Throughput per step: the bottleneck walk against random walks (paper Figure 6)."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(bottleneck.throughputs, "o-", color="#d62728", label="bottleneck steps (measured)")
+    for i, op in enumerate(bottleneck.operators, start=1):
+        ax.annotate(str(op), (i, bottleneck.throughputs[i]), fontsize=7, rotation=20)
+    for k, w in enumerate(randoms):
+        ax.plot(w.throughputs, ".--", color="#1f77b4", alpha=0.7, label="random steps (measured)" if k == 0 else None)
+    ax.plot(bottleneck.lp_bounds, ":", color="black", label="LP bound (predicted)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("minibatches / s")
+    ax.set_title(title or "bottleneck steps vs random steps")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_figure(trace: "Trace") -> "Figure":
+    """Throughput over time during a trace, and each operator's CPU share."""
+    import matplotlib.pyplot as plt
+    from .table import throughput_series
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    series = throughput_series(trace)
+    times = [s.t for s in trace.raw.snapshots[1:len(series) + 1]]
+    left.plot(times, series)
+    left.set_xlabel("seconds")
+    left.set_ylabel("minibatches / s")
+    left.set_title("throughput while tracing")
+    ops = [o for o in trace.ops if not o.injected]
+    bottleneck = trace.bottleneck.name if trace.bottleneck else None
+    right.barh([o.label for o in ops], [100 * o.cpu_share for o in ops],
+               color=["#d62728" if o.name == bottleneck else "#1f77b4" for o in ops])
+    right.invert_yaxis()
+    right.set_xlabel("% of process CPU")
+    right.set_title("CPU share (bottleneck in red)")
+    fig.tight_layout()
+    return fig
+
+
+def baseline_figure(plan: "Plan") -> "Figure":
+    """Measured throughput of each configuration, with plumbkit's prediction beside it."""
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    names = list(plan.baselines)
+    ax.bar(names, [plan.baselines[n] for n in names], color="#1f77b4", label="measured")
+    predicted = [(i, plan.predictions[n]) for i, n in enumerate(names) if n in plan.predictions]
+    ax.scatter([i for i, _ in predicted], [v for _, v in predicted], marker="x", s=80, color="black",
+               zorder=3, label="predicted (LP)")
+    ax.set_yscale("log")
+    ax.set_ylabel("minibatches / s")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

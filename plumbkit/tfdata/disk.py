@@ -1,0 +1,51 @@
+"""Disk: read bandwidth as a function of read parallelism (Plumber §4.3, "Disk").
+
+Reads the pipeline's own source files with its own reader at several parallelisms, in this
+process, and fits a piecewise-linear curve ``BW(p)``; the optimizer adds ``X <= BW(p) / D``
+(``D`` = bytes read per minibatch) to the LP. TensorFlow edge.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+_READERS = {"tfrecord": tf.data.TFRecordDataset, "text_line": tf.data.TextLineDataset}
+
+
+@dataclass(frozen=True)
+class BandwidthCurve:
+    """Measured (parallelism, bytes/s) points and the piecewise-linear fit through them."""
+
+    points: tuple[tuple[int, float], ...]
+
+    def __call__(self, parallelism: float) -> float:
+        ps, bws = zip(*self.points)
+        return float(np.interp(parallelism, ps, bws))  # flat beyond the last point
+
+    @property
+    def peak(self) -> float:
+        return max(bw for _, bw in self.points)
+
+
+def measure_read_bandwidth(files: list[str], kind: str, *, parallelisms=(1, 2, 4),
+                           seconds: float = 0.5) -> BandwidthCurve | None:
+    """Bytes per second read from ``files`` by ``kind``'s reader at each parallelism (None: no reader)."""
+    reader = _READERS.get(kind)
+    if reader is None or not files:
+        return None
+    points = []
+    for p in parallelisms:
+        ds = (tf.data.Dataset.from_tensor_slices(files).repeat()
+              .interleave(reader, cycle_length=p, num_parallel_calls=p, deterministic=False)
+              .map(tf.strings.length).batch(256))
+        total, it = 0, iter(ds)
+        next(it)  # open files, start threads
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            total += int(tf.reduce_sum(next(it)))
+        points.append((p, total / (time.perf_counter() - t0)))
+    return BandwidthCurve(points=tuple(points))

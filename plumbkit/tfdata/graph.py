@@ -1,0 +1,450 @@
+"""Dataset -> :class:`~plumbkit.model.Pipeline`: read a tf.data pipeline's serialized graph.
+
+The one place that turns TensorFlow's GraphDef into plumbkit's operator tree. It names each
+operator's kind, tunables and user functions, finds the files a source reads and decides
+whether a function touches randomness (which forbids caching it or anything above it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+from typing import Any, Callable, Iterable
+
+import tensorflow as tf
+from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
+from tensorflow.python.data.ops.options import ExternalStatePolicy as _Policy
+from tensorflow.python.framework import op_def_registry, tensor_util
+
+from ..model.errors import PipelineError
+from ..model.pipeline import FILE_SOURCE_KINDS, Operator, Pipeline, kind_of
+
+
+# Dataset ops that only carry options or threading and are not user transformations.
+_PLUMBING_OPS = {
+    "OptionsDataset", "ModelDataset", "MaxIntraOpParallelismDataset", "PrivateThreadPoolDataset",
+    "ExperimentalMaxIntraOpParallelismDataset", "ExperimentalPrivateThreadPoolDataset",
+}
+
+# Random ops whose state lives inside the op's kernel: a rebuilt pipeline simply gets fresh
+# state (no variable or resource to carry across serialization).
+KERNEL_STATE_RANDOM_OPS = frozenset({
+    "RandomUniform", "RandomUniformInt", "RandomStandardNormal", "ParameterizedTruncatedNormal",
+    "TruncatedNormal", "RandomShuffle", "Multinomial", "RandomGamma", "RandomPoisson",
+    "RandomPoissonV2", "RandomCrop", "SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2",
+})
+# Ops that draw fresh random numbers every time they run.
+_RANDOM_OPS = KERNEL_STATE_RANDOM_OPS | {
+    "StatefulUniform", "StatefulUniformInt", "StatefulUniformFullInt", "StatefulStandardNormal",
+    "StatefulStandardNormalV2", "StatefulTruncatedNormal", "StatefulRandomBinomial", "RngSkip",
+    "RngReadAndSkip", "NonDeterministicInts", "AnonymousSeedGenerator",
+    "AnonymousRandomSeedGenerator", "RandomDataset", "RandomDatasetV2", "ExperimentalRandomDataset",
+}
+# Ops whose value changes between runs because they read mutable state.
+_STATE_READ_OPS = {"ReadVariableOp", "VarHandleOp", "ResourceGather", "LookupTableFindV2x"}
+
+_INFERENCE_NAME = re.compile(r"^__inference_(?:Dataset_(?P<method>[a-z_]+?)_)?(?P<func>.+?)_\d+$")
+_METHOD_PREFIXES = (
+    "flat_map", "interleave", "parallel_interleave", "map_and_batch", "map", "filter", "scan",
+    "group_by_window", "take_while", "reduce", "padded_batch", "batch",
+)
+
+
+def python_function_name(function_name: str) -> str:
+    """``__inference_Dataset_map_decode_jpeg_38`` -> ``decode_jpeg``; lambdas give ``lambda``."""
+    match = _INFERENCE_NAME.match(function_name)
+    if not match:
+        return function_name
+    func = match.group("func")
+    method = match.group("method")
+    if method:
+        # The lazy group may have cut a method with underscores (flat_map) short.
+        whole = f"{method}_{func}"
+        for prefix in _METHOD_PREFIXES:
+            if whole.startswith(prefix + "_"):
+                func = whole[len(prefix) + 1:]
+                break
+    if func.startswith("classabc") or "ABCMeta" in func:
+        return ""
+    return func
+
+
+def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]]:
+    """The pipeline's GraphDef, plus problems (state that cannot be serialized faithfully).
+
+    ``py_function`` and other stateful, external resources serialize only with a warning policy;
+    such a pipeline can be traced but not rebuilt, so the problem is reported, not raised.
+    """
+    problems: list[str] = []
+    try:
+        tensor = ds._as_serialized_graph(external_state_policy=_Policy.FAIL)  # noqa: SLF001
+    except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
+        # Stateful random ops fail this strict check yet rebuild fine (with fresh state).
+        if not rebuilds_with_fresh_state(stateful_op_named(str(err))):
+            problems.append(_explain_unserializable(str(err)))
+        tensor = ds._as_serialized_graph(external_state_policy=_Policy.IGNORE)  # noqa: SLF001
+    graph_def = graph_pb2.GraphDef()
+    graph_def.ParseFromString(tensor.numpy())
+    return graph_def, problems
+
+
+_STATEFUL_NAMED = re.compile(r"(\w+) is stateful")
+
+
+def stateful_op_named(serialization_error: str) -> str | None:
+    """The op TensorFlow's "X is stateful" serialization error names, if it names one."""
+    named = _STATEFUL_NAMED.search(serialization_error)
+    return named.group(1) if named else None
+
+
+def rebuilds_with_fresh_state(op: str | None) -> bool:
+    """True for a random op that keeps its state in its kernel (or a seed generator): when it is
+    what stopped serialization, the rebuilt pipeline works, with fresh state."""
+    return op is not None and (op in KERNEL_STATE_RANDOM_OPS or op.endswith("SeedGenerator"))
+
+
+def _explain_unserializable(message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else message
+    hint = ""
+    if "PyFunc" in message or "py_function" in message or "EagerPyFunc" in message:
+        hint = ("it calls a Python function (tf.py_function / numpy_function), which lives in "
+                "this Python process and cannot be serialized: plumbkit can trace it, but cannot "
+                "rewrite or rebuild it")
+    else:
+        hint = ("it holds state outside the graph (a resource such as a lookup table, a variable "
+                "or a generator): plumbkit can trace it, but rewrites may not reproduce that state")
+    return f"pipeline not serializable: {hint} ({first})"
+
+
+def _const_value(node) -> Any:
+    proto = node.attr["value"].tensor
+    try:
+        if proto.dtype == types_pb2.DT_STRING and proto.tensor_content:
+            # MakeNdarray cannot read packed strings; TensorFlow's own parser can.
+            value = tf.io.parse_tensor(proto.SerializeToString(), tf.string).numpy()
+        else:
+            value = tensor_util.MakeNdarray(proto)
+    except Exception:  # noqa: BLE001 - an exotic constant is simply not a tunable
+        return None
+    if value.dtype.kind in "SO":
+        flat = [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value.flat]
+        return flat[0] if value.ndim == 0 else flat
+    if value.ndim == 0:
+        return value.item()
+    return None
+
+
+def _input_names(node_def) -> list[str]:
+    return [i.split(":")[0] for i in node_def.input if not i.startswith("^")]
+
+
+def _arg_names(op_type: str, node_def) -> list[str]:
+    """Name of each (non-control) input of a node, expanding list arguments."""
+    op_def = op_def_registry.get(op_type)
+    if op_def is None:
+        return []
+    names = []
+    for arg in op_def.input_arg:
+        if arg.number_attr:
+            count = node_def.attr[arg.number_attr].i
+        elif arg.type_list_attr:
+            count = len(node_def.attr[arg.type_list_attr].list.type)
+        else:
+            count = 1
+        names.extend([arg.name] * count)
+    return names
+
+
+class _FunctionLibrary:
+    """Answers questions about user functions: their callees, datasets and randomness."""
+
+    def __init__(self, library: function_pb2.FunctionDefLibrary):
+        self.functions = {f.signature.name: f for f in library.function}
+        self._random: dict[str, bool] = {}
+
+    def callees(self, fdef) -> Iterable[str]:
+        for node in fdef.node_def:
+            if node.op in self.functions:
+                yield node.op
+            for attr in node.attr.values():
+                if attr.HasField("func") and attr.func.name in self.functions:
+                    yield attr.func.name
+                for f in attr.list.func:
+                    if f.name in self.functions:
+                        yield f.name
+
+    def is_random(self, name: str) -> bool:
+        """Does ``name`` (transitively) produce values that change from run to run?"""
+        if name in self._random:
+            return self._random[name]
+        self._random[name] = False  # break recursion cycles
+        fdef = self.functions.get(name)
+        result = fdef is not None and (
+            self._has_random_node(fdef) or any(self.is_random(c) for c in self.callees(fdef))
+        )
+        self._random[name] = result
+        return result
+
+    def _has_random_node(self, fdef) -> bool:
+        nodes = {n.name: n for n in fdef.node_def}
+        resource_args = {a.name for a in fdef.signature.input_arg if a.type == types_pb2.DT_RESOURCE}
+        for node in fdef.node_def:
+            if node.op in _RANDOM_OPS or node.op.startswith("Random") and node.op.endswith("Dataset"):
+                return True
+            if node.op in ("ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3"):
+                return True
+            if node.op.startswith("Stateless") and ("Random" in node.op or "Sample" in node.op):
+                if self._seed_is_random(node, nodes, resource_args):
+                    return True
+        return False
+
+    def _seed_is_random(self, node, nodes, resource_args) -> bool:
+        """A stateless random op is random when its seed comes from state or another random op."""
+        stack, seen = list(node.input), set()
+        while stack:
+            ref = stack.pop().lstrip("^").split(":")[0]
+            if ref in seen:
+                continue
+            seen.add(ref)
+            if ref in resource_args:
+                return True
+            producer = nodes.get(ref)
+            if producer is None:
+                continue
+            if producer.op in _RANDOM_OPS or producer.op in _STATE_READ_OPS:
+                return True
+            if producer.op in self.functions and self.is_random(producer.op):
+                return True
+            stack.extend(producer.input)
+        return False
+
+    def dataset_ops(self, name: str, seen: set[str] | None = None) -> list[str]:
+        """Dataset op types created inside ``name`` (e.g. TFRecordDataset in an interleave)."""
+        seen = seen if seen is not None else set()
+        if name in seen or name not in self.functions:
+            return []
+        seen.add(name)
+        fdef = self.functions[name]
+        ops = [n.op for n in fdef.node_def if "Dataset" in n.op and n.op not in _PLUMBING_OPS]
+        for callee in self.callees(fdef):
+            ops.extend(self.dataset_ops(callee, seen))
+        return ops
+
+    def string_constants(self, name: str) -> list[str]:
+        fdef = self.functions.get(name)
+        if fdef is None:
+            return []
+        out = []
+        for node in fdef.node_def:
+            if node.op == "Const":
+                value = _const_value(node)
+                out.extend(value if isinstance(value, list) else [value])
+        return [v for v in out if isinstance(v, str)]
+
+
+def _existing_files(strings: Iterable[str]) -> list[str]:
+    files: list[str] = []
+    for s in strings:
+        if not s or len(s) > 4096:
+            continue
+        if any(ch in s for ch in "*?[") and os.path.isabs(s):
+            files.extend(sorted(glob.glob(s)))
+        elif os.path.isfile(s):
+            files.append(s)
+    return list(dict.fromkeys(files))
+
+
+def _tunables(op_type: str, node_def, consts: dict[str, Any]) -> dict[str, Any]:
+    tunables: dict[str, Any] = {}
+    for arg, ref in zip(_arg_names(op_type, node_def), _input_names(node_def)):
+        if arg in ("input_dataset", "other_arguments", "components", "input_datasets"):
+            continue
+        value = consts.get(ref)
+        if value is None or isinstance(value, list):
+            continue
+        key = {"num_parallel_calls": "parallelism", "filenames": "filename"}.get(arg, arg)
+        tunables[key] = value
+    for attr in ("reshuffle_each_iteration", "parallel_copy", "drop_remainder", "is_files"):
+        if attr in node_def.attr:
+            tunables[attr] = bool(node_def.attr[attr].b)
+    return tunables
+
+
+def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
+           tunables: dict[str, Any]) -> str:
+    names = [n for n in (python_function_name(f) for f in functions) if n]
+    readers = [o for o in inner_ops if kind_of(o) in FILE_SOURCE_KINDS]
+    if names == ["read_one_file"] and readers:  # TF's own wrapper: TFRecordDataset([files])
+        return re.sub(r"V\d+$", "", readers[0])
+    if kind == "from_tensor_slices" and tunables.get("is_files"):
+        return "list_files"
+    if names:
+        return f"{kind}({', '.join(names)})"
+    inner = readers or [o for o in inner_ops if kind_of(o) not in (kind, "from_tensor_slices", "flat_map")]
+    if inner:
+        shown = sorted({re.sub(r"V\d+$", "", o) for o in inner})
+        return f"{kind}({', '.join(shown)})"
+    for key in ("batch_size", "count", "buffer_size", "batch_sizes"):
+        if key in tunables and kind not in ("tfrecord", "text_line", "fixed_length_record"):
+            value = tunables[key]
+            shown = "AUTOTUNE" if value == -1 and key == "buffer_size" else value
+            return f"{kind}({shown})"
+    return kind if kind != "opaque" else f"opaque({op_type})"
+
+
+def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str = "",
+                            problems: Iterable[str] = ()) -> Pipeline:
+    """Build the operator tree from a serialized pipeline graph (pure GraphDef reading)."""
+    nodes = {n.name: n for n in graph_def.node}
+    library = _FunctionLibrary(graph_def.library)
+    consts = {n.name: _const_value(n) for n in graph_def.node if n.op == "Const"}
+    retval = next((n for n in graph_def.node if n.op == "_Retval"), None)
+    if retval is None:
+        raise PipelineError("the serialized graph has no output node; is this a tf.data pipeline?")
+
+    def is_dataset(name: str) -> bool:
+        node = nodes.get(name)
+        return node is not None and "Dataset" in node.op
+
+    def skip_plumbing(name: str) -> str:
+        while nodes[name].op in _PLUMBING_OPS:
+            name = _input_names(nodes[name])[0]
+        return name
+
+    options: dict[str, Any] = {}
+    top = _input_names(retval)[0]
+    if nodes[top].op == "OptionsDataset":
+        options["serialized_options"] = nodes[top].attr["serialized_options"].s.hex()
+    root = skip_plumbing(top)
+
+    operators: dict[str, Operator] = {}
+    stack = [root]
+    while stack:
+        name = stack.pop()
+        if name in operators:
+            continue
+        node = nodes[name]
+        inputs = tuple(skip_plumbing(i) for i in _input_names(node) if is_dataset(i))
+        functions = [a.func.name for a in node.attr.values() if a.HasField("func") and a.func.name]
+        inner_ops = [op for f in functions for op in library.dataset_ops(f)]
+        tunables = _tunables(node.op, node, consts)
+        kind = kind_of(node.op)
+        random = any(library.is_random(f) for f in functions) or node.op in _RANDOM_OPS
+        if kind in ("shuffle", "shuffle_and_repeat"):
+            random = tunables.get("reshuffle_each_iteration", True) or not tunables.get("seed")
+        strings = [v for ref in _input_names(node) for v in _as_list(consts.get(ref))]
+        for f in functions:
+            strings.extend(library.string_constants(f))
+        files = _existing_files(s for s in strings if isinstance(s, str))
+        deterministic = None
+        if "deterministic" in node.attr:
+            deterministic = node.attr["deterministic"].s.decode() or "default"
+        operators[name] = Operator(
+            name=name, op=node.op, kind=kind, inputs=inputs, tunables=tunables,
+            functions=tuple(functions), label=_label(kind, node.op, functions, inner_ops, tunables),
+            random=bool(random), files=tuple(files), deterministic=deterministic,
+            inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
+        )
+        stack.extend(reversed(inputs))
+    ordered = _preorder(operators, root)
+    _disambiguate_labels(ordered)
+    return Pipeline(operators=ordered, root=root, element_spec=element_spec,
+                    options=options, problems=tuple(problems))
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _preorder(operators: dict[str, Operator], root: str) -> dict[str, Operator]:
+    ordered: dict[str, Operator] = {}
+    stack = [root]
+    while stack:
+        name = stack.pop()
+        if name in ordered:
+            continue
+        ordered[name] = operators[name]
+        stack.extend(reversed(operators[name].inputs))
+    return ordered
+
+
+def _disambiguate_labels(operators: dict[str, Operator]) -> None:
+    """Make labels unique (``map(f)``, ``map(f)#2``) so a label names one operator."""
+    counts: dict[str, int] = {}
+    for name, op in list(operators.items())[::-1]:  # sources first: #1 is the earliest
+        counts[op.label] = counts.get(op.label, 0) + 1
+        if counts[op.label] > 1:
+            operators[name] = _replace(op, label=f"{op.label}#{counts[op.label]}")
+
+
+def _replace(op: Operator, **changes: Any) -> Operator:
+    return dataclasses.replace(op, **changes)
+
+
+def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]") -> tf.data.Dataset:
+    """Accept a Dataset or a zero-argument callable returning one; anything else is a clear error."""
+    ds = pipeline
+    if callable(ds) and not isinstance(ds, tf.data.Dataset):
+        ds = ds()
+    if not isinstance(ds, tf.data.Dataset):
+        raise PipelineError(
+            f"expected a tf.data.Dataset or a zero-argument function returning one, got "
+            f"{type(ds).__name__}"
+        )
+    return ds
+
+
+def pipeline_of(ds: tf.data.Dataset) -> Pipeline:
+    """plumbkit's model of ``ds``: operators, tunables, functions, files, randomness."""
+    graph_def, problems = serialized_graph(ds)
+    return pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+
+
+def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:
+    """A dataset variant for the sub-pipeline ending at ``node`` (the graph's output redirected)."""
+    from tensorflow.python.ops import gen_experimental_dataset_ops
+
+    graph_def = graph_pb2.GraphDef.FromString(graph_def.SerializeToString())
+    retval = next(n for n in graph_def.node if n.op == "_Retval")
+    del retval.input[:]
+    retval.input.append(node)
+    return gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
+
+
+def dataset_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.data.Dataset:
+    """The sub-pipeline ending at ``node`` as a Dataset of flat tensors (types and shapes from the graph)."""
+    from tensorflow.python.data.ops import dataset_ops
+
+    node_def = next(n for n in graph_def.node if n.name == node)
+    types_attr = "output_types" if "output_types" in node_def.attr else "Toutput_types"
+    types = node_def.attr[types_attr].list.type
+    shapes = node_def.attr["output_shapes"].list.shape
+    spec = tuple(tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t)) for t, s in zip(types, shapes))
+    return dataset_ops._VariantDataset(variant_at(graph_def, node), spec)  # noqa: SLF001
+
+
+def static_cardinalities(ds: tf.data.Dataset, pipeline: Pipeline) -> dict[str, int]:
+    """TensorFlow's own cardinality for every operator: n >= 0, -1 infinite, -2 unknown.
+
+    Each operator's sub-pipeline is rebuilt from the graph (output redirected to it) and asked.
+    """
+    from tensorflow.python.ops import gen_dataset_ops
+
+    graph_def, _ = serialized_graph(ds)
+    out: dict[str, int] = {}
+    for name in pipeline.operators:
+        try:
+            out[name] = int(gen_dataset_ops.dataset_cardinality(variant_at(graph_def, name)).numpy())
+        except Exception:  # noqa: BLE001 - an operator TF cannot rebuild alone has unknown size
+            out[name] = -2
+    return out
+
+
+__all__ = [
+    "dataset_at", "pipeline_of", "pipeline_from_graph_def", "python_function_name",
+    "resolve_pipeline", "serialized_graph", "static_cardinalities",
+]
