@@ -52,13 +52,6 @@ class OpStats:
     note: str = ""  # e.g. "fused with batch(32) into MapAndBatch by tf.data"
     injected: bool = False  # added by tf.data, not in the user's code
 
-    @property
-    def capacity(self) -> float:
-        """Throughput this operator sustains with its current parallelism: theta_i * R_i."""
-        if self.rate_per_core is None:
-            return math.inf
-        return self.rate_per_core * (self.parallelism or 1)
-
 
 @dataclass
 class Analysis:

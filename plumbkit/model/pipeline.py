@@ -124,10 +124,6 @@ class Operator:
     def parallelizable(self) -> bool:
         return self.kind in PARALLELIZABLE_KINDS
 
-    @property
-    def is_source(self) -> bool:
-        return not self.inputs
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -178,15 +174,6 @@ class Pipeline:
             op = stack.pop()
             out.append(op)
             stack.extend(reversed(self.children(op.name)))
-        return out
-
-    def ancestors(self, name: str) -> list[Operator]:
-        """Operators from ``name``'s parent up to the root."""
-        out = []
-        parent = self.parent(name)
-        while parent is not None:
-            out.append(parent)
-            parent = self.parent(parent.name)
         return out
 
     def by_label(self, label: str) -> Operator:

@@ -85,7 +85,6 @@ class Tracer:
         self.raw = RawTrace(cores=cores or available_cores())
         self._stop = threading.Event()
         self._done = threading.Event()
-        self._consumer_error: BaseException | None = None
         self._batches = 0
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
 
@@ -106,7 +105,6 @@ class Tracer:
         except StopIteration:
             self.raw.ended = "end of data"
         except BaseException as err:  # noqa: BLE001 - reported with the trace, never lost
-            self._consumer_error = err
             self.raw.ended = "error"
             self.raw.error = f"{type(err).__name__}: {err}"
         finally:
