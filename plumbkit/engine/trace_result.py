@@ -48,6 +48,11 @@ class Trace:
         return self.raw.ended
 
     @property
+    def partial(self) -> bool:
+        """Cut short by Cancel or Ctrl-C: this is what was measured until then."""
+        return self.raw.ended in ("cancelled", "interrupted")
+
+    @property
     def elapsed(self) -> float:
         return self.raw.snapshots[-1].t if self.raw.snapshots else 0.0
 

@@ -17,6 +17,8 @@ from typing import Mapping
 import cvxpy as cp
 import numpy as np
 
+from ..host.quiet import solver_verbose
+
 
 class LPError(RuntimeError):
     """The solver failed; the message names the status and what to check."""
@@ -27,6 +29,19 @@ class LPSolution:
     throughput: float  # X*, minibatches per second (a prediction, an upper bound)
     theta: dict[str, float]  # cores given to each operator
     binding: str | None  # the bound that limits X* ("cpu", or the name of an extra bound)
+
+
+def _solve(problem: cp.Problem) -> None:
+    """HiGHS, silently: through SciPy's build of it (``cp.SCIPY``: ``linprog(method="highs")``),
+    which prints nothing; ``highspy`` prints its banner to file descriptor 1 the first time it is
+    constructed in a process, before any option can switch it off. ``verbose`` shows the log."""
+    installed = cp.installed_solvers()
+    if solver_verbose():
+        problem.solve(solver=cp.HIGHS if cp.HIGHS in installed else None, verbose=True)
+    elif cp.SCIPY in installed:
+        problem.solve(solver=cp.SCIPY)
+    else:
+        problem.solve(solver=cp.CLARABEL)
 
 
 def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[str] = frozenset(),
@@ -61,7 +76,7 @@ def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[st
         constraints.append(x <= value)
     problem = cp.Problem(cp.Maximize(x), constraints)
     try:
-        problem.solve(solver=cp.HIGHS) if cp.HIGHS in cp.installed_solvers() else problem.solve()
+        _solve(problem)
     except cp.error.SolverError:
         problem.solve(solver=cp.CLARABEL)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):
