@@ -299,6 +299,54 @@ def stop_event() -> threading.Event | None:
     return op.stop_event if op is not None else None
 
 
+class Handle:
+    """Stop an operation that another thread starts (a widget's Cancel button).
+
+    The thread that runs the operation calls it inside ``with handle.bound():``; the operation
+    attaches itself to the handle when it starts, and :meth:`cancel` (from any thread, even
+    before the operation has started or while it waits for the slot) stops it. A handle made
+    with ``preemptible=True`` makes the operation a live view that the next one stops.
+    """
+
+    def __init__(self, *, preemptible: bool = False):
+        self.preemptible = preemptible
+        self.op: Operation | None = None
+        self._reason: str | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def bound(self) -> Iterator["Handle"]:
+        with self._lock:
+            self.op, self._reason = None, None
+        token = _handle.set(self)
+        try:
+            yield self
+        finally:
+            _handle.reset(token)
+
+    def attach(self, op: Operation) -> None:
+        with self._lock:
+            self.op = op
+            reason = self._reason
+        if reason is not None:
+            op.cancel(reason)
+
+    def cancel(self, reason: str = CANCELLED) -> None:
+        with self._lock:
+            self._reason = reason
+            op = self.op
+        if op is not None:
+            op.cancel(reason)
+
+    @property
+    def active(self) -> bool:
+        """Its operation holds the measuring slot now."""
+        return self.op is not None and SCHEDULER.active is self.op
+
+
+_handle: contextvars.ContextVar[Handle | None] = contextvars.ContextVar("plumbkit_handle", default=None)
+
+
 #: ``partial(op, error, arguments)`` builds what a cut-short operation returns (None: re-raise).
 PartialBuilder = Callable[[Operation, Cancelled, inspect.BoundArguments], Any]
 
@@ -322,7 +370,11 @@ def operation(name: str, *, preemptible: bool = False, partial: PartialBuilder |
             if current() is not None:
                 return fn(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
-            op = Operation(name, preemptible=preemptible, on_progress=kwargs.get("on_progress"))
+            handle = _handle.get()
+            op = Operation(name, preemptible=preemptible or bool(handle and handle.preemptible),
+                           on_progress=kwargs.get("on_progress"))
+            if handle is not None:
+                handle.attach(op)
             if takes_progress:
                 kwargs["on_progress"] = op.progress
             token = _current.set(op)
@@ -363,5 +415,5 @@ def operation(name: str, *, preemptible: bool = False, partial: PartialBuilder |
     return decorate
 
 
-__all__ = ["CANCELLED", "INTERRUPTED", "Cancelled", "Measured", "Operation", "Progress", "SCHEDULER",
+__all__ = ["CANCELLED", "INTERRUPTED", "Cancelled", "Handle", "Measured", "Operation", "Progress", "SCHEDULER",
            "Scheduler", "State", "checkpoint", "current", "keep", "operation", "stop_event"]
