@@ -22,11 +22,14 @@ class ProgressPrinter:
         self._last_message: str | None = None
         self._drawn = False
 
-    def __call__(self, message: str, fraction: float) -> None:
+    def __call__(self, message: str, fraction: float, detail: str = "") -> None:
+        """Show ``message`` (a phase) at ``fraction`` done; ``detail`` (live numbers) only on a
+        terminal, so a log gets one line per phase."""
         fraction = max(0.0, min(1.0, fraction))
         if self.tty:
             filled = int(round(BAR_WIDTH * fraction))
-            line = f"{self.prefix}[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {100 * fraction:3.0f}%  {message}"
+            line = (f"{self.prefix}[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {100 * fraction:3.0f}%  {message}"
+                    + (f" · {detail}" if detail else ""))
             width = shutil.get_terminal_size((100, 20)).columns - 1
             self.stream.write("\r" + line[:width].ljust(width))
             self._drawn = True
