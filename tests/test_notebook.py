@@ -321,6 +321,7 @@ def test_the_live_view_costs_one_analysis_and_one_lp_per_redraw(ip, shown, monke
     assert counts["analyses"] <= snapshots + 1  # at most one per snapshot (+ the final trace)
     assert counts["analyses"] <= widget.live.renders + 1  # none built that no redraw used
     assert counts["lp"] <= counts["analyses"]
+    assert counts["lp"] <= trace.elapsed / 1.0 + 2  # the bound under the table: once a second
     settle()
 
 

@@ -10,6 +10,7 @@ cores each operator should get.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Mapping
@@ -31,15 +32,21 @@ class LPSolution:
     binding: str | None  # the bound that limits X* ("cpu", or the name of an extra bound)
 
 
+@functools.lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    """cvxpy looks for every solver package on each call (~10 ms): once per process is enough."""
+    return tuple(cp.installed_solvers())
+
+
 def _solve(problem: cp.Problem) -> None:
     """HiGHS, silently: through SciPy's build of it (``cp.SCIPY``: ``linprog(method="highs")``),
     which prints nothing; ``highspy`` prints its banner to file descriptor 1 the first time it is
     constructed in a process, before any option can switch it off. ``verbose`` shows the log."""
-    installed = cp.installed_solvers()
+    installed = _installed_solvers()
     if solver_verbose():
         problem.solve(solver=cp.HIGHS if cp.HIGHS in installed else None, verbose=True)
     elif cp.SCIPY in installed:
-        problem.solve(solver=cp.SCIPY)
+        problem.solve(solver=cp.SCIPY, scipy_options={"method": "highs"})
     else:
         problem.solve(solver=cp.CLARABEL)
 

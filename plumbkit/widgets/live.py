@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import threading
+import time
 from typing import Any, Callable
 
 import ipywidgets as w
@@ -20,6 +21,9 @@ from .common import INTERRUPT_HINT, Background, Runner, svg_lines
 #: Redraw at most this often (seconds): live, yet cheap for the kernel (the trace builds no
 #: analysis between redraws).
 MIN_REDRAW_INTERVAL = 0.25
+#: Re-solve the LP bound shown under the table at most this often while tracing (a solve costs
+#: ~10 ms of CPU in cvxpy, ten times an analysis); the final redraw always solves it.
+LP_INTERVAL = 1.0
 
 
 def _bar(fraction: float | None, color: str) -> str:
@@ -81,12 +85,15 @@ class LiveTraceWidget(w.VBox):
     """
 
     def __init__(self, pipeline: Any, *, seconds: float = 10.0, cores: int | None = None,
-                 max_batches: int | None = None, start: bool = True, verbose: bool = False):
+                 max_batches: int | None = None, start: bool = True, verbose: bool = False,
+                 **trace_options: Any):
         self.pipeline = pipeline
         self.verbose = verbose  # let TensorFlow, absl and the solver print while it traces
         self.trace: Trace | None = None
         self.error: str | None = None
         self.renders = 0  # redraws so far (the bench and tests count them)
+        self._lp_note: str | None = None
+        self._lp_at = -float("inf")
         self.on_finished: list[Callable[["LiveTraceWidget"], None]] = []
         self._lock = threading.Lock()
         self.runner = Runner(preemptible=True)
@@ -99,7 +106,7 @@ class LiveTraceWidget(w.VBox):
                                     tooltip="end the trace now and keep what it measured")
         self.stop_button.on_click(lambda _: self.stop())
         super().__init__([self.title, self.status, self.table, self.chart, self.notes, self.stop_button])
-        self._kwargs = dict(seconds=seconds, cores=cores, max_batches=max_batches)
+        self._kwargs = dict(seconds=seconds, cores=cores, max_batches=max_batches, **trace_options)
         if start:
             self.start()
 
@@ -152,13 +159,14 @@ class LiveTraceWidget(w.VBox):
             self.status.value = job.error_text
         else:
             self.trace = job.result
-            self.render(job.result, ended_text(job.result))
+            self.render(job.result, ended_text(job.result), final=True)
         self.stop_button.disabled = True
         for callback in self.on_finished:
             callback(self)
 
-    def render(self, trace: Trace, state: str) -> None:
-        """One analysis (the Trace given) and at most one LP solve per redraw."""
+    def render(self, trace: Trace, state: str, final: bool = False) -> None:
+        """One analysis (the Trace given) and at most one LP solve per redraw (one a second while
+        tracing, the last one always)."""
         with self._lock:
             self.renders += 1
             bottleneck = trace.bottleneck
@@ -167,15 +175,23 @@ class LiveTraceWidget(w.VBox):
             self.table.value = table_html(trace, bottleneck)
             self.chart.value = svg_lines({"minibatches/s": throughput_series(trace)},
                                          x_label="time →", y_label="throughput over time")
-            notes = []
-            if trace.raw.snapshots and trace.throughput > 0:
-                try:
-                    notes.append(f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.1f} "
-                                 f"minibatches/s (prediction)")
-                except Exception:  # noqa: BLE001 - no bound yet (nothing measured): say nothing
-                    pass
-            notes += list(trace.notes)
+            now = time.monotonic()
+            if final or now - self._lp_at >= LP_INTERVAL:
+                self._lp_at, self._lp_note = now, None
+                if trace.raw.snapshots and trace.throughput > 0:
+                    try:
+                        self._lp_note = (f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.1f} "
+                                         f"minibatches/s (prediction)")
+                    except Exception:  # noqa: BLE001 - no bound yet (nothing measured): say nothing
+                        pass
+            notes = ([self._lp_note] if self._lp_note else []) + list(trace.notes)
             self.notes.value = "".join(f"<div>• {html.escape(n)}</div>" for n in notes)
+
+    def close(self) -> None:
+        """Close the view and its parts (ipywidgets keeps every open widget alive)."""
+        for child in (self.title, self.table, self.chart, self.notes, self.status, self.stop_button):
+            child.close()
+        super().close()
 
     @property
     def row_labels(self) -> list[str]:
