@@ -218,7 +218,7 @@ class PlumbMagics(Magics):
                     code = self._export()
                     if code:
                         widget.optimize.show_code(code)
-                        widget.optimize.message.value += "; the optimized cell is proposed below (and in the box)"
+                        widget.optimize.message.value += "; the optimized cell is proposed below"
         widget.refresh_display()
         return None
 

@@ -51,7 +51,7 @@ class OptimizePanel(w.VBox):
         self.filename = w.Text(value="optimized_pipeline.py", layout=w.Layout(width="220px"))
         self.save_button = w.Button(description="Save .py", disabled=True)
         self.save_button.on_click(lambda _: self.save())
-        super().__init__([w.HBox([self.button, self.cancel_button, self.progress, self.message]),
+        super().__init__([w.HBox([self.button, self.cancel_button, self.progress]), self.message,
                           self.result, w.HBox([self.export_button, self.filename, self.save_button]),
                           self.code])
         SCHEDULER.watch(self._scheduler_changed)
