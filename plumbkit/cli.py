@@ -1,11 +1,22 @@
-"""``plumbkit`` on the command line: ``demo``, ``trace`` and ``bench``. Thin: parse, call, print."""
+"""``plumbkit`` on the command line: ``demo``, ``trace`` and ``bench``. Thin: parse, call, print.
+
+Quiet by default: TensorFlow's log level is set before TensorFlow is imported and its start-up
+notices are dropped, other libraries' chatter is silenced while plumbkit runs (``--verbose``
+keeps it all). Progress is a bar on a terminal and plain lines when piped. Ctrl-C ends the
+running measurement at once: what was measured so far is printed, marked partial, exit 130.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
+
+from .host.quiet import quiet, tensorflow_imported_quietly
+from .render.progress import ProgressPrinter
+
+#: Exit status after Ctrl-C (128 + SIGINT), as shells expect.
+INTERRUPTED_EXIT = 130
 
 
 def _load_pipeline(spec: str):
@@ -22,10 +33,6 @@ def _load_pipeline(spec: str):
     return getattr(importlib.import_module(target), attr)
 
 
-def _progress(message: str, fraction: float) -> None:
-    print(f"  [{int(100 * fraction):3d}%] {message}", flush=True)
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from .bench import examples
     from .engine import optimize, trace
@@ -38,15 +45,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return examples.image_pipeline(files, batch_size=32, epochs=None)
 
     print("\n1. Tracing the bundled misconfigured image pipeline ...", flush=True)
-    traced = trace(pipeline, seconds=args.seconds)
+    traced = _trace_with_progress(trace, pipeline, args.seconds)
     print(traced)
+    if traced.partial:
+        print(f"\nplumbkit: {traced.ended}; the trace above is what was measured so far")
+        return INTERRUPTED_EXIT
     if traced.bottleneck is not None:
         b = traced.bottleneck
         print(f"\n=> bottleneck: {b.label}, {b.rate_per_core:.1f} minibatches/s per core "
               f"with parallelism {b.parallelism}")
     print("\n2. Optimizing (LP parallelism, cache under a memory budget, prefetch) ...", flush=True)
+    progress = ProgressPrinter(sys.stdout)
     plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
-                        on_progress=_progress)
+                    on_progress=progress)
+    progress.close()
+    if plan.partial:
+        print(f"\n{plan}")
+        return INTERRUPTED_EXIT
     print("\nchanges:")
     for change in plan.changes:
         print(f"  - {change}")
@@ -66,10 +81,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace_with_progress(trace, pipeline, seconds: float):
+    """``trace`` with a progress bar (elapsed of the longest time, throughput so far)."""
+    progress = ProgressPrinter(sys.stdout)
+
+    def update(t) -> None:
+        progress("tracing", t.elapsed / max(seconds, 1e-9), f"{t.throughput:,.1f} minibatches/s so far")
+    try:
+        return trace(pipeline, seconds=seconds, on_update=update, update_interval=0.5)
+    finally:
+        progress.close()
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from .engine import trace
-    traced = trace(_load_pipeline(args.pipeline), seconds=args.seconds)
+    traced = _trace_with_progress(trace, _load_pipeline(args.pipeline), args.seconds)
     print(traced)
+    if traced.partial:
+        print(f"plumbkit: {traced.ended}; the trace above is what was measured so far")
+        return INTERRUPTED_EXIT
     if args.save:
         traced.save(args.save)
         print(f"saved to {args.save}")
@@ -77,23 +107,29 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="plumbkit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="plumbkit", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's, absl's and the solver's own log lines")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="trace and optimize a bundled misconfigured image pipeline")
+    demo = sub.add_parser("demo", parents=[common],
+                          help="trace and optimize a bundled misconfigured image pipeline")
     demo.add_argument("--seconds", type=float, default=6.0, help="tracing time per measurement")
     demo.add_argument("--files", type=int, default=8)
     demo.add_argument("--per-file", type=int, default=128)
     demo.add_argument("--data", help="folder for the generated data (default: a temporary folder)")
     demo.add_argument("--memory-budget", type=float, default=None, help="bytes (default: half of free memory)")
     demo.set_defaults(func=cmd_demo)
-    trace = sub.add_parser("trace", help="trace a pipeline: MODULE:FUNCTION or FILE.py:FUNCTION")
+    trace = sub.add_parser("trace", parents=[common],
+                           help="trace a pipeline: MODULE:FUNCTION or FILE.py:FUNCTION")
     trace.add_argument("pipeline")
     trace.add_argument("--seconds", type=float, default=10.0)
     trace.add_argument("--save", help="write the trace as JSON")
     trace.set_defaults(func=cmd_trace)
     try:
         from . import bench
-        bench_parser = sub.add_parser("bench", help="run the benchmark suite and write a report")
+        bench_parser = sub.add_parser("bench", parents=[common],
+                                      help="run the benchmark suite and write a report")
         bench.add_arguments(bench_parser)
         bench_parser.set_defaults(func=bench.run)
     except ImportError:
@@ -102,13 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verbose = "--verbose" in argv
     try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("plumbkit: interrupted", file=sys.stderr)
-        return 130
+        tensorflow_imported_quietly(verbose)  # before anything (the bench's parser too) imports it
+        args = build_parser().parse_args(argv)
+        with quiet(verbose):
+            return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # outside a measurement (those return what they measured)
+        print("\nplumbkit: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT
 
 
 if __name__ == "__main__":

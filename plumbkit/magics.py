@@ -92,6 +92,12 @@ def find_pipeline(cell: str, namespace: dict, last_value: Any, var: str | None) 
                           "or name it with --var")
 
 
+def has_widget_frontend(shell: Any) -> bool:
+    """False in a terminal IPython (no front end renders widgets); True in a kernel and in a plain
+    InteractiveShell (tests, embedding), where displays go to the display publisher."""
+    return not any(cls.__name__ == "TerminalInteractiveShell" for cls in type(shell).__mro__)
+
+
 @magics_class
 class PlumbMagics(Magics):
     """Keeps the last widget, plan and cell so ``%plumb export`` and ``%plumb stop`` can use them."""
@@ -100,25 +106,33 @@ class PlumbMagics(Magics):
     last_plan: Any = None
     last_cell: str | None = None
     last_trace: Any = None
+    last_export: str | None = None
 
     @magic_arguments()
     @argument("target", nargs="?", default=None,
-              help="line magic only: a dataset variable to trace, or 'export' / 'stop'")
+              help="line magic only: a dataset variable to trace, or 'export' / 'stop' / 'cancel'")
     @argument("-s", "--seconds", type=float, default=10.0, help="longest trace, seconds (default 10)")
     @argument("--batches", type=int, default=None, help="stop after this many minibatches")
     @argument("--var", default=None, help="variable holding the pipeline (when it is not the last expression)")
     @argument("--cores", type=int, default=None, help="cores to plan for (default: this machine's)")
     @argument("--memory-budget", default=None, help="cache budget, e.g. 2GB (default: half of free memory)")
-    @argument("--optimize", action="store_true", help="run the full optimization (blocking, with progress)")
-    @argument("--step", action="store_true", help="take one bottleneck step (blocking)")
+    @argument("--optimize", action="store_true",
+              help="trace, then run the full optimization in this cell (progress; interrupt to cancel)")
+    @argument("--step", action="store_true", help="trace, then take one bottleneck step in this cell")
     @argument("--export", action="store_true", help="with --optimize: propose the optimized cell below")
-    @argument("--no-widget", action="store_true", help="plain text instead of the live widget")
+    @argument("--no-widget", action="store_true", help="plain text instead of the widget (as in a terminal)")
+    @argument("--verbose", action="store_true",
+              help="let TensorFlow, absl and the solver print their logs while plumbkit runs")
     @line_cell_magic
     def plumb(self, line: str = "", cell: str | None = None):
         """Trace a tf.data pipeline and show its operators, rates and bottleneck live.
 
         As a cell magic the cell runs exactly as without it; then plumbkit finds the pipeline
         (the last expression, --var, or the dataset / zero-argument function the cell assigned).
+        One widget for every path: plain ``%%plumb`` traces in the background (the cell returns,
+        the buttons answer); ``--optimize`` and ``--step`` trace and then optimize or step in the
+        cell itself. One plumbkit measurement runs at a time: Optimize or Step stops a live trace
+        first. Interrupt the kernel (or click Cancel) to stop; what was measured is kept.
         """
         try:
             args = parse_argstring(self.plumb, line)
@@ -145,10 +159,15 @@ class PlumbMagics(Magics):
             if self.last_widget is not None:
                 self.last_widget.live.stop()
             return None
+        if args.target == "cancel":
+            from .engine.scheduler import SCHEDULER
+            op = SCHEDULER.cancel_active()
+            print(f"plumbkit: cancelled {op.describe()}" if op else "plumbkit: nothing is running")
+            return None
         if args.target == "export":
             return self._export()
         if not args.target:
-            print("plumbkit: %plumb needs a dataset variable, 'export' or 'stop' (see %plumb?)")
+            print("plumbkit: %plumb needs a dataset variable, 'export', 'stop' or 'cancel' (see %plumb?)")
             return None
         args.var = args.target
         try:
@@ -159,61 +178,96 @@ class PlumbMagics(Magics):
         return self._run(pipeline, args, budget, None)
 
     def _run(self, pipeline, args, budget, cell):
+        from .host.quiet import quiet
         from .model.errors import PipelineError
-        blocking = args.no_widget or args.optimize or args.step
         try:
-            if not blocking:
-                from .widgets import PlumbWidget
-                self.last_widget = PlumbWidget(pipeline, seconds=args.seconds, cores=args.cores,
-                                               max_batches=args.batches, memory_budget=budget,
-                                               cell_source=cell, namespace=self.shell.user_ns)
-                self.shell.user_ns["plumb_widget"] = self.last_widget
-                display(self.last_widget)
-                return None
-            return self._blocking(pipeline, args, budget, cell)
+            with quiet(args.verbose):
+                if args.no_widget or not has_widget_frontend(self.shell):
+                    return self._text(pipeline, args, budget)
+                return self._widget(pipeline, args, budget, cell)
         except PipelineError as err:
             print(f"plumbkit: {err}")
+        except KeyboardInterrupt:  # between two measurements: nothing was changed
+            print("plumbkit: interrupted; nothing was changed")
         return None
 
-    def _blocking(self, pipeline, args, budget, cell):
+    def _widget(self, pipeline, args, budget, cell):
+        """Display the one widget; with --optimize / --step run them here, in the cell."""
+        from .widgets import PlumbWidget
+        one_shot = args.optimize or args.step
+        widget = PlumbWidget(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches,
+                             memory_budget=budget, cell_source=cell, namespace=self.shell.user_ns,
+                             live=not one_shot, verbose=args.verbose)
+        self.last_widget = widget
+        self.shell.user_ns["plumb_widget"] = widget
+        widget.display_handle = display(widget, display_id=True)
+        if not one_shot:
+            return None
+        if args.step:
+            s = widget.run_step()
+            self.last_trace = widget.trace
+            if s is not None and s.after is not None:
+                self.shell.user_ns["plumbed_ds"] = s.dataset
+        if args.optimize:
+            plan = widget.run_optimize()
+            self.last_trace = widget.trace
+            if plan is not None and not plan.partial:
+                self.last_plan = plan
+                self.shell.user_ns["plumbed_ds"] = plan.dataset
+                if args.export:
+                    code = self._export()
+                    if code:
+                        widget.optimize.show_code(code)
+                        widget.optimize.message.value += "; the optimized cell is proposed below"
+        widget.refresh_display()
+        return None
+
+    def _text(self, pipeline, args, budget):
+        """The terminal's view: the trace and the plan as text, progress as a bar or as lines."""
+        import sys
+
         from .engine import optimize, step, trace as trace_pipeline
+        from .render.progress import ProgressPrinter
         trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
         self.last_trace = trace
         print(trace)
-        if trace.ended == "interrupted":
-            print("plumbkit: interrupted; the trace above is what was measured so far")
+        if trace.partial:
+            print(f"plumbkit: {trace.ended}; the trace above is what was measured so far")
             return None
         if args.step:
             s = step(pipeline, seconds=max(1.0, args.seconds / 3), cores=args.cores)
-            self.shell.user_ns["plumbed_ds"] = s.dataset
-            print(f"\nbottleneck step: {s.operator} -> parallelism {s.parallelism}: "
-                  f"{s.before.throughput:.1f} -> {s.throughput:.1f} minibatches/s (measured); "
-                  f"new pipeline in `plumbed_ds`")
+            if s.partial:
+                print(f"plumbkit: step {'interrupted' if s.before is None or s.before.partial else 'cut short'}; "
+                      f"nothing was changed")
+            else:
+                self.shell.user_ns["plumbed_ds"] = s.dataset
+                print(f"\nbottleneck step: {s.operator} -> parallelism {s.parallelism}: "
+                      f"{s.before.throughput:.1f} -> {s.throughput:.1f} minibatches/s (measured); "
+                      f"new pipeline in `plumbed_ds`")
         if args.optimize:
-            handle = display("plumbkit: optimizing…", display_id=True)
-
-            def progress(message: str, fraction: float) -> None:
-                text = f"plumbkit: [{int(100 * fraction):3d}%] {message}"
-                if handle is not None:
-                    handle.update(text)
-                else:
-                    print(text)
+            progress = ProgressPrinter(sys.stdout, prefix="plumbkit: ")
             plan = optimize(pipeline, cores=args.cores, memory_budget=budget,
-                                   seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress)
+                            seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress)
+            progress.close()
+            print(plan)
+            if plan.partial:
+                return None
             self.last_plan = plan
             self.shell.user_ns["plumbed_ds"] = plan.dataset
-            print(plan)
             if args.export:
                 self._export()
         return None
 
-    def _export(self):
+    def _export(self) -> str | None:
         from .export.source import CodegenError
         plan = self.last_plan
         if plan is None and self.last_widget is not None:
             plan = self.last_widget.optimize.plan
         if plan is None or self.last_cell is None:
             print("plumbkit: nothing to export yet: run %%plumb --optimize (or the Optimize button) first")
+            return None
+        if plan.partial:
+            print("plumbkit: the last optimization was cut short: nothing to export")
             return None
         try:
             code = plan.rewrite_source(self.last_cell)
@@ -222,7 +276,7 @@ class PlumbMagics(Magics):
             return None
         self.shell.set_next_input(code, replace=False)
         self.last_export = code
-        return None
+        return code
 
 
 def register(ipython) -> None:

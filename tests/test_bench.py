@@ -21,5 +21,8 @@ def test_quick_bench_writes_a_report(tmp_path):
     sizes = report["cache"][0]["rows"]
     assert sizes and all(r["true"] > 0 and r["predicted"] > 0 for r in sizes)
     assert 0.5 < report["overhead"][0]["ratio"] < 1.5
+    assert 0.5 < report["overhead"][0]["widget_ratio"] < 1.5  # the live widget's cost, measured beside
+    latencies = report["cancel"][0]["rows"]
+    assert {r["how"] for r in latencies} == {"cancel", "ctrl-c"} and all(r["seconds"] < 10 for r in latencies)
     assert report["machine"]["cores"] >= 1
     assert bench.markdown(report) == md

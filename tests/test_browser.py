@@ -2,12 +2,15 @@
 
 Opens the quickstart, runs it, waits for the live widget, checks the operator rows and the
 highlighted bottleneck render and that the numbers change while it runs, clicks
-"Bottleneck step", and saves screenshots in the test's output folder (and in
-$PLUMBKIT_SCREENSHOT_DIR when set, which is how the README's picture is made).
+"Bottleneck step"; runs the one-shot ``%%plumb --optimize --export`` cell and checks the same
+widget ends on its Optimize tab with the result table and that the rewritten cell was
+inserted below; and saves screenshots in the test's output folder (and in
+$PLUMBKIT_SCREENSHOT_DIR when set, which is how the README's pictures are made).
 """
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -38,12 +41,16 @@ ds = tf.data.Dataset.range(4000).map(busy).batch(16)
 ds"""
 
 
-def export_notebook(path: Path) -> None:
+def export_notebook(path: Path, cell: str = EXPORT_CELL) -> None:
     import nbformat
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext plumbkit"), nbformat.v4.new_code_cell(EXPORT_CELL)]
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext plumbkit"), nbformat.v4.new_code_cell(cell)]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, path)
+
+
+#: The one-shot path of the design card: trace live, optimize in the cell, propose the new cell.
+ONE_SHOT_CELL = EXPORT_CELL.replace("%%plumb -s 2", "%%plumb -s 2 --optimize --export --memory-budget 200MB")
 
 
 @pytest.fixture
@@ -52,6 +59,7 @@ def lab(tmp_path):
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "01-quickstart.ipynb", work)
     export_notebook(work / "export.ipynb")
+    export_notebook(work / "one-shot.ipynb", ONE_SHOT_CELL)
     port, token = free_port(), "plumbkit-test"
     settings = tmp_path / "lab-settings"  # no "Jupyter news?" prompt over the widget
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
@@ -147,6 +155,50 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
     if target:
         for shot in shots:
             shutil.copy(shot, Path(target) / shot.name)
+
+
+def code_cells_text(page, count: int, must: str) -> list[str]:
+    """The text of the notebook's code cells once there are ``count`` and the last holds ``must``."""
+    page.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-CodeCell').length == {count}",
+                           timeout=30_000)
+    cells = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-editor")
+    for _ in range(50):  # the front end writes the text just after inserting the cell
+        if must in cells.nth(count - 1).inner_text():
+            break
+        time.sleep(0.2)
+    return [cells.nth(i).inner_text() for i in range(count)]
+
+
+def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(lab, tmp_path):
+    """``%%plumb --optimize --export``: the widget traces live, ends on its Optimize tab with the
+    result table (predicted beside measured), and the rewritten cell appears below."""
+    url, token = lab
+    shot = tmp_path / "optimize.png"
+    with chromium_page() as page:
+        open_and_run_all(page, url, token, "one-shot.ipynb")
+        try:
+            page.wait_for_selector(".plumbkit-table", timeout=180_000)  # the live trace tab first
+            page.wait_for_selector(".plumbkit-plan", state="visible", timeout=300_000)
+            texts = code_cells_text(page, 3, "prefetch(")
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+            raise
+        selected = page.locator(".jp-OutputArea .lm-TabBar-tab.lm-mod-current").first.inner_text()
+        header = page.locator(".plumbkit-plan tr").first.inner_text()
+        plumbkit_row = page.locator(".plumbkit-plan tr", has_text="plumbkit").first.inner_text()
+        phase = page.locator(".plumbkit-phase").first.inner_text()
+        page.locator(".plumbkit-result").first.scroll_into_view_if_needed()
+        page.screenshot(path=str(shot))
+    assert selected == "Optimize", selected
+    assert "measured" in header and "predicted" in header, header
+    assert len(re.findall(r"\d[\d,]*\.\d", plumbkit_row)) >= 2, plumbkit_row  # measured and predicted
+    assert phase.startswith("done: measured"), phase
+    assert "def busy(x):  # deterministic work" in texts[2] and ".batch(16).cache().prefetch(" in texts[2], texts[2]
+    assert "%%plumb" not in texts[2]
+    assert shot.stat().st_size > 10_000
+    target = os.environ.get("PLUMBKIT_SCREENSHOT_DIR")
+    if target:
+        shutil.copy(shot, Path(target) / shot.name)
 
 
 def test_optimize_then_export_inserts_the_rewritten_cell_below(lab, tmp_path):

@@ -1,19 +1,97 @@
-"""The command line the README starts with: ``plumbkit demo`` and ``plumbkit trace``."""
+"""The command line the README starts with: ``plumbkit demo`` and ``plumbkit trace``.
 
+The CLI runs in a subprocess here: TensorFlow's C++ runtime writes its log lines to file
+descriptor 2 and reads its log level once per process, so only a fresh process shows what a
+user's terminal would (this test process imported TensorFlow long ago).
+"""
+
+import io
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import plumbkit
 from plumbkit import cli
+from plumbkit.render.progress import ProgressPrinter
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What other libraries' logs look like: TF/absl C++ lines, absl/TF Python loggers, AutoGraph,
+#: the HiGHS banner, oneDNN's notice.
+FOREIGN_LOG = re.compile(r"^[IWEF]\d{4} |WARNING: All log messages before absl|WARNING:absl:|"
+                         r"WARNING:tensorflow:|AutoGraph|HiGHS|oneDNN|cpu_feature_guard|"
+                         r"To enable the following instructions", re.M)
 
 
-def test_demo_names_the_bottleneck_and_compares_with_autotune(tmp_path, capsys):
-    assert cli.main(["demo", "--seconds", "1.5", "--files", "2", "--per-file", "48",
-                     "--data", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
+def run_cli(*args: str, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # the CLI sets it itself
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "plumbkit", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, **popen)
+
+
+def test_demo_names_the_bottleneck_compares_with_autotune_and_prints_nothing_foreign(tmp_path):
+    done = run_cli("demo", "--seconds", "1.5", "--files", "2", "--per-file", "48", "--data", str(tmp_path))
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0, err
     assert re.search(r"=> bottleneck: map\(\w+\)", out), out
     for name in ("yours", "naive", "heuristic", "autotune", "plumbkit"):
         assert re.search(rf"^  {name}\s+[\d.]+", out, re.M), (name, out)
     assert re.search(r"plumbkit [\d.]+x AUTOTUNE \(measured\); prediction error \d+%", out), out
+    assert not FOREIGN_LOG.search(out), FOREIGN_LOG.search(out)
+    assert not FOREIGN_LOG.search(err) and err.strip() == "", err
+    assert re.search(r"^  \[ 50%\] measuring the naive baseline$", out, re.M)  # piped: plain lines
+
+
+def test_ctrl_c_in_the_cli_prints_what_was_measured_and_exits_130(tmp_path):
+    source = tmp_path / "slow.py"
+    source.write_text("import tensorflow as tf\n"
+                      "def make_ds():\n"
+                      "    return tf.data.Dataset.range(10**9).map(lambda x: x * 2).batch(8)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "plumbkit", "trace", f"{source}:make_ds", "--seconds", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    lines = []
+    for line in proc.stdout:  # wait until it traces
+        lines.append(line)
+        if "tracing" in line:
+            break
+    time.sleep(1.0)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 10
+    out = "".join(lines) + out
+    assert proc.returncode == cli.INTERRUPTED_EXIT, (out, err)
+    assert "trace ended: interrupted" in out and "map(lambda)" in out
+    assert "interrupted; the trace above is what was measured so far" in out
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_when_piped():
+    piped = io.StringIO()
+    printer = ProgressPrinter(piped, tty=False)
+    for fraction, message, detail in ((0.0, "tracing", "1.0/s"), (0.1, "tracing", "2.0/s"), (0.5, "solving", "")):
+        printer(message, fraction, detail)
+    printer.close()
+    assert piped.getvalue() == "  [  0%] tracing\n  [ 50%] solving\n"
+    terminal = io.StringIO()
+    printer = ProgressPrinter(terminal, tty=True)
+    printer("tracing", 0.5, "2.0/s")
+    printer.close()
+    drawn = terminal.getvalue()
+    assert drawn.startswith("\r  [############............]  50%  tracing · 2.0/s") and drawn.endswith("\n")
+
+
+def test_import_without_tensorflow_says_how_to_install_it():
+    code = ("import sys; sys.path = [p for p in sys.path if 'site-packages' not in p]; "
+            f"sys.path.insert(0, {str(ROOT)!r}); import plumbkit")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: plumbkit needs TensorFlow") and "plumbkit[cpu]" in last, done.stderr
 
 
 def test_trace_command_loads_a_file_and_saves_the_trace(tmp_path, capsys):

@@ -22,6 +22,7 @@ from ..engine import baselines, optimize, pick_best, trace, walk
 from ..engine.measuring import measure
 from ..tfdata.graph import dataset_at, serialized_graph
 from . import pipelines as bench_pipelines
+from .cancel import cancel_latency
 from .overhead import overhead as tracing_overhead
 
 
@@ -122,8 +123,21 @@ def _true_bytes(graph_def, node: str, limit: int = 200_000) -> float | None:
 
 
 def overhead(name: str, make: Callable, *, seconds: float, rounds: int) -> dict:
-    result = tracing_overhead(make, seconds=seconds, rounds=rounds)
-    return {"pipeline": name, **{k: v for k, v in result.items() if k != "ratios"}}
+    """The bare tracer's overhead and the live widget's, interleaved (goal: within 2 points)."""
+    result = tracing_overhead(make, seconds=seconds, rounds=rounds, with_widget=_widgets_installed())
+    return {"pipeline": name, **{k: v for k, v in result.items() if not k.endswith("ratios")}}
+
+
+def _widgets_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("ipywidgets") is not None
+
+
+def responsiveness(name: str, make: Callable, *, seconds: float, delays: tuple[float, ...],
+                   log: Callable[[str], None]) -> dict:
+    """How long Cancel and Ctrl-C take to end an optimization (goal: at most 2 s)."""
+    log(f"[{name}] cancel and Ctrl-C latency")
+    return {"pipeline": name, **cancel_latency(make, seconds=seconds, delays=delays)}
 
 
 def plots(report: dict, out: Path) -> list[str]:
@@ -227,10 +241,30 @@ def markdown(report: dict) -> str:
                              f"{row['true']:.0f} | {100 * row['error']:.1f}% |")
         lines.append("")
     if report["overhead"]:
-        lines += ["## Tracing overhead", "", "| pipeline | untraced | traced | overhead |", "|---|---|---|---|"]
+        lines += ["## Tracing overhead", "",
+                  "Medians of interleaved rounds; *with widget* is the same trace drawn by the `%%plumb` live "
+                  "widget (one analysis and at most one LP per redraw, kernel side; goal: within 2 points of the "
+                  "tracer). *Widget CPU* is the extra CPU time the widget's thread takes per second of trace, as "
+                  "points of the machine's cores (what it costs a pipeline that keeps them all busy).", "",
+                  "| pipeline | untraced | traced | overhead | with widget | widget overhead | widget − tracer | widget CPU |",
+                  "|---|---|---|---|---|---|---|---|"]
         for o in report["overhead"]:
-            lines.append(f"| {o['pipeline']} | {o.get('untraced', float('nan')):.1f} | {o.get('traced', float('nan')):.1f} | "
-                         f"{100 * o['overhead']:.1f}% |")
+            nan = float("nan")
+            wo = o.get("widget_overhead")
+            lines.append(f"| {o['pipeline']} | {o.get('untraced', nan):.1f} | {o.get('traced', nan):.1f} | "
+                         f"{100 * o['overhead']:.1f}% | {o.get('widget', nan):.1f} | "
+                         + (f"{100 * wo:.1f}% | {100 * (wo - o['overhead']):+.1f} points | "
+                            f"{o['widget_points_if_saturated']:.2f} points |" if wo is not None else "— | — | — |"))
+        lines.append("")
+    if report.get("cancel"):
+        lines += ["## Cancel and Ctrl-C", "",
+                  "Seconds from the request to `optimize` returning its partial plan, stopped at several "
+                  "points of the protocol (goal: at most 2 s).", "",
+                  "| pipeline | how | after (s) | took (s) | where it was |", "|---|---|---|---|---|"]
+        for c in report["cancel"]:
+            for row in c["rows"]:
+                lines.append(f"| {c['pipeline']} | {row['how']} | {row['after']:g} | {row['seconds']:.2f} | "
+                             f"{row['phase']} |")
         lines.append("")
     if report.get("pick_best"):
         pb = report["pick_best"]
@@ -284,7 +318,8 @@ def run(args: argparse.Namespace) -> int:
         wanted = {n.strip() for n in args.only.split(",")}
         pipelines = {k: v for k, v in pipelines.items() if k in wanted}
     report: dict[str, Any] = {"machine": machine(), "rounds": rounds, "seconds": seconds,
-                              "end_to_end": [], "stepping": [], "cache": [], "overhead": [], "plots": []}
+                              "end_to_end": [], "stepping": [], "cache": [], "overhead": [], "cancel": [],
+                              "plots": []}
     for name, make in pipelines.items():
         report["end_to_end"].append(end_to_end(name, make, seconds=seconds, rounds=rounds, log=log))
     for name, make in step_targets(pipelines, quick).items():
@@ -294,6 +329,8 @@ def run(args: argparse.Namespace) -> int:
         finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
         report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))
         report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=1))
+        report["cancel"].append(responsiveness("skewed", pipelines["skewed"], seconds=seconds,
+                                               delays=(0.5, 2.0), log=log))
     else:
         # one pass (4096 images) takes about a second: shorter traces see part of it
         cache_src = bench_pipelines.image_cacheable(Path(data) / "cache-estimate", files=16, per_file=256)
@@ -305,6 +342,10 @@ def run(args: argparse.Namespace) -> int:
         for name, make in pipelines.items():
             log(f"[{name}] tracing overhead")
             report["overhead"].append(overhead(name, saturated.get(name, make), seconds=seconds, rounds=2 * rounds + 1))
+        for name in ("image (cacheable)", "text"):
+            if name in pipelines:
+                report["cancel"].append(responsiveness(name, pipelines[name], seconds=seconds,
+                                                       delays=(0.5, 2.0, 5.0, 10.0), log=log))
     if not quick and (not args.only or "pick_best" in args.only):
         log("[pick_best] fused vs unfused decode + crop")
         best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)

@@ -3,14 +3,16 @@
 Result objects (:class:`Trace` with ``lp_bound()``, :class:`Step`, :class:`Walk`,
 :class:`Plan`) and the operations that produce them. Reaches TensorFlow only through
 ``plumbkit.tfdata``; may import ``model``, ``host``, ``tfdata``, ``analysis`` and ``planning``.
-A result's ``__str__`` / ``_repr_html_`` import its renderer inside the method.
+A result's ``__str__`` / ``_repr_html_`` import its renderer inside the method. Every operation
+runs through the :mod:`~plumbkit.engine.scheduler`: one measurement at a time, each stoppable.
 """
 
 from . import baselines
 from .optimization import Plan, optimize, pick_best
+from .scheduler import SCHEDULER, Cancelled
 from .stepping import Step, Walk, step, walk
 from .trace_result import Trace
 from .tracing import PipelineLike, trace
 
-__all__ = ["Plan", "PipelineLike", "Step", "Trace", "Walk", "baselines", "optimize", "pick_best",
-           "step", "trace", "walk"]
+__all__ = ["Cancelled", "Plan", "PipelineLike", "SCHEDULER", "Step", "Trace", "Walk", "baselines",
+           "optimize", "pick_best", "step", "trace", "walk"]

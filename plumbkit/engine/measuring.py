@@ -2,31 +2,41 @@
 
 Every throughput called *measured* comes from here: the pipeline is traced in this process
 (epochs repeated as training consumes them). TensorFlow is reached through ``plumbkit.tfdata``.
+Each measurement honours the running operation's Cancel (:mod:`plumbkit.engine.scheduler`):
+it checks before it starts and ends at once when stopped.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
+from ..tfdata import run
 from ..tfdata.disk import measure_read_bandwidth
-from ..tfdata.run import ideal_throughput, measurable
+from ..tfdata.run import measurable
+from .scheduler import Progress, checkpoint, stop_event
 from .trace_result import Trace
 from .tracing import trace
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-#: ``on_progress(message, fraction done)`` for long operations.
-Progress = Callable[[str, float], None]
-
 __all__ = ["Progress", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
 
 
 def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None) -> Trace:
     """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first)."""
+    checkpoint()
     return trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
                  min_seconds=min(2.0, seconds))
+
+
+def ideal_throughput(ds: "tf.data.Dataset", **kwargs) -> float:
+    """The consumer's ideal bound (:func:`plumbkit.tfdata.run.ideal_throughput`), stoppable."""
+    checkpoint()
+    bound = run.ideal_throughput(ds, stop=stop_event(), **kwargs)
+    checkpoint()
+    return bound
 
 
 def disk_bound(t: Trace, *, parallelism: int) -> float | None:
@@ -38,7 +48,9 @@ def disk_bound(t: Trace, *, parallelism: int) -> float | None:
     if not readers or not files or not a.bytes_read or not batches:
         return None
     kind = next(k for k in (readers[0].kind, *readers[0].inner_kinds) if k in ("tfrecord", "text_line"))
+    checkpoint()
     curve = measure_read_bandwidth(files, kind, parallelisms=(1, 2, max(2, parallelism)), seconds=0.3)
+    checkpoint()
     if curve is None:
         return None
     return curve(parallelism) / (a.bytes_read / batches)

@@ -16,6 +16,8 @@ from ..tfdata.graph import pipeline_of, resolve_pipeline
 from ..tfdata.rebuild import apply_changes
 from . import baselines as configurations
 from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
+from .partial import partial_pick, partial_plan
+from .scheduler import operation
 from .trace_result import Trace
 from .tracing import PipelineLike
 
@@ -50,6 +52,7 @@ class Plan:
     bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings given to the LP
     notes: list[str] = field(default_factory=list)
     warmup_batches: int = 0  # batches consumed to fill the cache before measuring
+    partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
 
     @property
     def prediction_error(self) -> float:
@@ -61,6 +64,9 @@ class Plan:
         return rewrite_source(source, self.changes)
 
     def __str__(self) -> str:
+        if self.partial:
+            from ..render.text import partial_plan_text
+            return partial_plan_text(self)
         lines = [f"plumbkit plan: measured {self.measured_throughput:.2f} minibatches/s "
                  f"(yours {self.baseline_throughput:.2f}; predicted {self.predicted_throughput:.2f})"]
         lines += [f"  - {c}" for c in self.changes]
@@ -69,10 +75,11 @@ class Plan:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from ..render.html import plan_html
-        return plan_html(self)
+        from ..render.html import partial_plan_html, plan_html
+        return partial_plan_html(self) if self.partial else plan_html(self)
 
 
+@operation("optimize", partial=lambda *cut_short: partial_plan(Plan, *cut_short))
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
              seconds: float = 5.0, rounds: int = 2, compare: bool = True,
              on_progress: Progress | None = None) -> Plan:
@@ -145,6 +152,7 @@ def _merge(changes: list[Change], later: list[Change]) -> list[Change]:
     return merged + list(replaced.values())
 
 
+@operation("pick_best", partial=lambda *cut_short: partial_pick(Plan, *cut_short))
 def pick_best(candidates: Mapping[str, PipelineLike], *, cores: int | None = None,
               memory_budget: float | None = None, seconds: float = 5.0,
               on_progress: Progress | None = None) -> tuple[str, Plan, str]:

@@ -15,6 +15,7 @@ from ..planning.decisions import bottleneck_choice
 from ..tfdata.graph import resolve_pipeline
 from ..tfdata.rebuild import apply_changes
 from .measuring import measure
+from .scheduler import Cancelled, Operation, checkpoint, current, keep, operation
 from .trace_result import Trace
 from .tracing import PipelineLike
 
@@ -31,6 +32,7 @@ class Step:
     parallelism: int | None
     before: Trace  # trace of the pipeline the step started from
     after: Trace | None  # trace of the new pipeline (its throughput is measured)
+    partial: bool = False  # cut short (Cancel, Ctrl-C): before/after are what was measured
 
     @property
     def throughput(self) -> float:
@@ -60,16 +62,35 @@ def step_from(ds: "tf.data.Dataset", before: Trace, *, policy: str, rng: random.
         return Step(dataset=ds, operator=None, parallelism=None, before=before, after=None)
     label = before.pipeline[name].label
     value = _current_parallelism(before, name) + 1
+    checkpoint()
     new = apply_changes(ds, [Change("parallelism", label, name, value, f"{policy} step")])
+    op = current()
+    if op is not None:
+        op.progress(f"measuring {label} with parallelism {value}")
     after = measure(new, seconds=seconds, cores=cores)
     return Step(dataset=new, operator=label, parallelism=value, before=before, after=after)
 
 
+def _partial_step(op: Operation, error: Cancelled, _) -> Step | None:
+    """A cut-short step: the user's pipeline unchanged, and the traces measured so far."""
+    start: Step | None = op.kept
+    if start is None:
+        return None
+    traces = [m.result for m in op.measurements]
+    return Step(dataset=start.dataset, operator=None, parallelism=None,
+                before=traces[0] if traces else None, after=traces[1] if len(traces) > 1 else None,
+                partial=True)
+
+
+@operation("step", partial=_partial_step)
 def step(pipeline: PipelineLike, *, policy: str = "bottleneck", seed: int | None = None,
          seconds: float = 3.0, cores: int | None = None) -> Step:
     """Trace, give one more unit of parallelism to the bottleneck (or a random tunable operator),
-    rebuild, and measure the new pipeline."""
+    rebuild, and measure the new pipeline. Cancel or Ctrl-C returns the traces measured so far
+    (``step.partial``) with the user's pipeline unchanged."""
     ds = resolve_pipeline(pipeline)
+    keep(Step(dataset=ds, operator=None, parallelism=None, before=None, after=None, partial=True))
+    current().progress("tracing the starting pipeline")
     before = measure(ds, seconds=seconds, cores=cores)
     return step_from(ds, before, policy=policy, rng=random.Random(seed), seconds=seconds, cores=cores)
 
@@ -81,6 +102,7 @@ class Walk:
     policy: str
     steps: list[Step] = field(default_factory=list)
     start: Trace | None = None
+    partial: bool = False  # cut short (Cancel, Ctrl-C): the steps completed until then
 
     @property
     def throughputs(self) -> list[float]:
@@ -116,20 +138,35 @@ class Walk:
         return next((i for i, v in enumerate(values) if v >= fraction * peak), None)
 
 
+def _partial_walk(op: Operation, error: Cancelled, _) -> Walk | None:
+    """A cut-short walk: the steps completed until then."""
+    walked: Walk | None = op.kept
+    if walked is None:
+        return None
+    if walked.start is None and op.measurements:
+        walked.start = op.measurements[0].result
+    walked.partial = True
+    return walked
+
+
+@operation("walk", partial=_partial_walk)
 def walk(pipeline: PipelineLike, *, steps: int = 5, policy: str = "bottleneck", seed: int | None = None,
          seconds: float = 3.0, cores: int | None = None,
          on_step: Callable[[Walk], None] | None = None) -> Walk:
-    """Repeat :func:`step` ``steps`` times; each step's trace is the next step's starting point."""
+    """Repeat :func:`step` ``steps`` times; each step's trace is the next step's starting point.
+    Cancel or Ctrl-C returns the steps completed so far (``walk.partial``)."""
     ds = resolve_pipeline(pipeline)
     rng = random.Random(seed)
-    result = Walk(policy=policy, start=measure(ds, seconds=seconds, cores=cores))
-    current, before = ds, result.start
+    result = Walk(policy=policy)
+    keep(result)
+    result.start = measure(ds, seconds=seconds, cores=cores)
+    here, before = ds, result.start
     for _ in range(steps):
-        s = step_from(current, before, policy=policy, rng=rng, seconds=seconds, cores=cores)
+        s = step_from(here, before, policy=policy, rng=rng, seconds=seconds, cores=cores)
         result.steps.append(s)
         if on_step is not None:
             on_step(result)
         if s.after is None:
             break
-        current, before = s.dataset, s.after
+        here, before = s.dataset, s.after
     return result

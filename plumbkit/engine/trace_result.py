@@ -48,6 +48,11 @@ class Trace:
         return self.raw.ended
 
     @property
+    def partial(self) -> bool:
+        """Cut short by Cancel or Ctrl-C: this is what was measured until then."""
+        return self.raw.ended in ("cancelled", "interrupted")
+
+    @property
     def elapsed(self) -> float:
         return self.raw.snapshots[-1].t if self.raw.snapshots else 0.0
 
@@ -68,8 +73,17 @@ class Trace:
         return lp_rates(self.analysis)
 
     def lp_solution(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
-        rates, sequential = self.lp_rates()
-        return solve_cpu_lp(rates, cores=cores or self.cores, sequential=sequential, **kwargs)
+        """The LP on this trace's rates; solved once per trace for the plain question (every view
+        of one snapshot asks it: the widget, its static copy, the text)."""
+        if kwargs:
+            rates, sequential = self.lp_rates()
+            return solve_cpu_lp(rates, cores=cores or self.cores, sequential=sequential, **kwargs)
+        key = cores or self.cores
+        solved = self.__dict__.setdefault("_lp_solved", {})
+        if key not in solved:
+            rates, sequential = self.lp_rates()
+            solved[key] = solve_cpu_lp(rates, cores=key, sequential=sequential)
+        return solved[key]
 
     def lp_bound(self, cores: float | None = None) -> float:
         """Predicted upper bound on throughput (minibatches/s) with ``cores`` (default: this machine's)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import time
 from typing import TYPE_CHECKING, Callable, Union
 
 from ..model.errors import PipelineError
@@ -12,6 +13,7 @@ from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, Snapshot
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.tracer import Tracer
+from .scheduler import INTERRUPTED, Cancelled, Operation, current, operation
 from .trace_result import Trace, build_trace
 
 if TYPE_CHECKING:
@@ -52,31 +54,47 @@ def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[s
     return tuple(notes)
 
 
+def _partial_trace(op: Operation, error: Cancelled, _) -> Trace | None:
+    """A trace cut short returns what it measured (None before anything was: the error propagates)."""
+    return error.partial
+
+
+@operation("trace", partial=_partial_trace)
 def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = None,
           max_batches: int | None = None, min_seconds: float = 2.0, converge: bool = True,
           sample_fraction: float | None = None, warmup_batches: int = 0,
-          on_update: Callable[[Trace], None] | None = None,
+          on_update: Callable[[Trace], None] | None = None, update_interval: float = 0.0,
           tracer_ready: Callable[[Tracer], None] | None = None) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
     after ``max_batches``), and returns the :class:`Trace`. ``on_update`` receives a partial
-    Trace with every snapshot (a few times a second) for live views; ``tracer_ready`` gets the
-    running :class:`Tracer` so a caller can ``stop()`` it. A KeyboardInterrupt ends the trace
-    early and keeps what was measured (``trace.ended == "interrupted"``). ``warmup_batches``
-    are consumed before measuring (one epoch fills a cache, so the trace sees steady state).
+    Trace for live views, at most every ``update_interval`` seconds (each one costs an
+    analysis, so a view that redraws four times a second asks for no more); ``tracer_ready``
+    gets the running :class:`Tracer` so a caller can ``stop()`` it. Ctrl-C or a Cancel ends the
+    trace at once and returns what was measured so far (``trace.partial``, ``trace.ended`` is
+    "interrupted" or "cancelled"). ``warmup_batches`` are consumed before measuring (one epoch
+    fills a cache, so the trace sees steady state). One measurement at a time: a trace waits
+    for (or stops, if it is a live trace) whatever plumbkit measurement runs in this process.
     """
+    op = current()
     ds = resolve_pipeline(pipeline)
     model = pipeline_of(ds)
     cardinalities = static_cardinalities(ds, model)
-    files = sorted({f for op in model for f in op.files})
+    files = sorted({f for op_ in model for f in op_.files})
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
     notes = explain_limits(model, cardinalities)
 
     def snapshot_hook(raw: RawTrace) -> Callable[[Snapshot], None] | None:
         if on_update is None:
             return None
+        last = [-math.inf]
+
         def hook(_: Snapshot) -> None:
+            now = time.monotonic()
+            if now - last[0] < update_interval:
+                return  # the view would not draw it: spare the analysis
+            last[0] = now
             on_update(build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes,
                                   notes=notes, source_exact=exact))
         return hook
@@ -86,13 +104,21 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     tracer.on_snapshot = snapshot_hook(tracer.raw)
     if tracer_ready is not None:
         tracer_ready(tracer)
-    raw = tracer.run()
+    with op.stopping(tracer.stop):
+        raw = tracer.run()
+    if raw.ended == INTERRUPTED:  # Ctrl-C reached the tracer's loop: the whole operation ends
+        op.cancel(INTERRUPTED)
+    if op.cancelled:
+        raw.ended = op.reason or raw.ended
     if raw.ended == "error" and not raw.snapshots:
         raise PipelineError(f"the pipeline failed before producing anything: {raw.error}")
     result = build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
     if raw.ended == "error":
         result.notes = (*result.notes, f"the pipeline raised while tracing: {raw.error}")
+    op.record(result, complete=not op.cancelled)
+    if op.cancelled:
+        raise Cancelled(op.reason, partial=result)
     return result
 
 

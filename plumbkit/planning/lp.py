@@ -10,12 +10,15 @@ cores each operator should get.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Mapping
 
 import cvxpy as cp
 import numpy as np
+
+from ..host.quiet import solver_verbose
 
 
 class LPError(RuntimeError):
@@ -27,6 +30,25 @@ class LPSolution:
     throughput: float  # X*, minibatches per second (a prediction, an upper bound)
     theta: dict[str, float]  # cores given to each operator
     binding: str | None  # the bound that limits X* ("cpu", or the name of an extra bound)
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_solvers() -> tuple[str, ...]:
+    """cvxpy looks for every solver package on each call (~10 ms): once per process is enough."""
+    return tuple(cp.installed_solvers())
+
+
+def _solve(problem: cp.Problem) -> None:
+    """HiGHS, silently: through SciPy's build of it (``cp.SCIPY``: ``linprog(method="highs")``),
+    which prints nothing; ``highspy`` prints its banner to file descriptor 1 the first time it is
+    constructed in a process, before any option can switch it off. ``verbose`` shows the log."""
+    installed = _installed_solvers()
+    if solver_verbose():
+        problem.solve(solver=cp.HIGHS if cp.HIGHS in installed else None, verbose=True)
+    elif cp.SCIPY in installed:
+        problem.solve(solver=cp.SCIPY, scipy_options={"method": "highs"})
+    else:
+        problem.solve(solver=cp.CLARABEL)
 
 
 def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[str] = frozenset(),
@@ -61,7 +83,7 @@ def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[st
         constraints.append(x <= value)
     problem = cp.Problem(cp.Maximize(x), constraints)
     try:
-        problem.solve(solver=cp.HIGHS) if cp.HIGHS in cp.installed_solvers() else problem.solve()
+        _solve(problem)
     except cp.error.SolverError:
         problem.solve(solver=cp.CLARABEL)
     if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE):

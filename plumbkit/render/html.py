@@ -50,3 +50,11 @@ def plan_html(plan: "Plan") -> str:
             f"<div><b>LP allocation</b><ul>{lp}</ul></div><div><b>cache</b>: {cache_line} — "
             f"{html.escape(cache.why)}</div><div><b>changes</b><ul>{changes}</ul></div>"
             + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "") + "</div>")
+
+
+def partial_plan_html(plan: "Plan") -> str:
+    """A cut-short optimization: why it ended and what it measured until then."""
+    head, *rest = plan.notes or ["cut short"]
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in rest)
+    return (f"<div class='plumbkit-plan-partial'><b>plumbkit plan (partial)</b>: {html.escape(head)}"
+            + (f"<ul>{items}</ul>" if items else "") + "</div>")

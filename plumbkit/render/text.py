@@ -57,3 +57,9 @@ def walk_text(walk: "Walk") -> str:
         bound = f" (LP bound {bounds[i]:.1f})" if i < len(bounds) else ""
         lines.append(f"  {i}: {value:10.1f}{bound}  {op}")
     return "\n".join(lines)
+
+
+def partial_plan_text(plan) -> str:
+    """A cut-short optimization: why it ended and what it measured until then."""
+    head, *rest = plan.notes or ["cut short"]
+    return "\n".join([f"plumbkit plan (partial): {head}"] + [f"  {line}" for line in rest])

@@ -1,10 +1,19 @@
-"""Running a pipeline for a measurement: epochs repeated, the consumer's ceiling, a plain loop."""
+"""Running a pipeline for a measurement: epochs repeated, the consumer's ceiling, a plain loop.
+
+Every loop here pulls through :mod:`plumbkit.tfdata.consumer`, so a ``stop`` event or Ctrl-C
+ends it at once even when the pipeline is blocked inside TensorFlow.
+"""
 
 from __future__ import annotations
 
-import time
+import threading
 
 import tensorflow as tf
+
+from .consumer import pull_for
+
+#: A consumer-side measurement of a pipeline that yields nothing for this long gives up.
+NOTHING_PRODUCED_SECONDS = 30.0
 
 
 def measurable(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -13,31 +22,25 @@ def measurable(ds: tf.data.Dataset) -> tf.data.Dataset:
     return ds if cardinality == tf.data.INFINITE_CARDINALITY else ds.repeat()
 
 
-def ideal_throughput(ds: tf.data.Dataset, *, seconds: float = 0.7, repeats: int = 3) -> float:
+def ideal_throughput(ds: tf.data.Dataset, *, seconds: float = 0.7, repeats: int = 3,
+                     stop: threading.Event | None = None) -> float:
     """What the consumer could take if the pipeline cost nothing: ``take(1).cache().repeat()``
     (the tf.data papers' ideal bound; prefetched, as plumbkit's plans end), driven by the same
-    ``next()`` loop as the tracer. The best of a few short runs: it is a ceiling, and on a
-    shared machine noise only ever lowers it."""
+    pull loop as the tracer. The best of a few short runs: it is a ceiling, and on a
+    shared machine noise only ever lowers it. ``stop`` ends it early (what was counted stays)."""
     best = 0.0
     for _ in range(repeats):
-        it = iter(ds.take(1).cache().repeat().prefetch(2))
-        next(it)
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            next(it)
-            n += 1
-        best = max(best, n / (time.perf_counter() - t0))
+        if stop is not None and stop.is_set():
+            break
+        n, elapsed = pull_for(ds.take(1).cache().repeat().prefetch(2), first=1, seconds=seconds,
+                              stop=stop, deadline=NOTHING_PRODUCED_SECONDS + seconds)
+        if elapsed > 0:
+            best = max(best, n / elapsed)
     return best
 
 
-def untraced_throughput(ds: tf.data.Dataset, seconds: float, warmup: float) -> float:
-    """Minibatches/s of a plain ``next()`` loop over ``ds`` after ``warmup`` seconds (no tracer)."""
-    it = iter(ds)
-    t_start = time.perf_counter()
-    while time.perf_counter() - t_start < warmup:
-        next(it)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        next(it)
-        n += 1
-    return n / (time.perf_counter() - t0)
+def untraced_throughput(ds: tf.data.Dataset, seconds: float, warmup: float,
+                        stop: threading.Event | None = None) -> float:
+    """Minibatches/s of the plain pull loop over ``ds`` after ``warmup`` seconds (no tracer)."""
+    n, elapsed = pull_for(ds, seconds=seconds, warmup=warmup, stop=stop)
+    return n / elapsed if elapsed > 0 else 0.0

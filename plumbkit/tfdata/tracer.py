@@ -18,12 +18,16 @@ import tensorflow as tf
 
 from ..host.machine import available_cores
 from ..model.samples import NodeSample, RawTrace, Snapshot
+from .consumer import JOIN_SECONDS, Puller, Stopped
 from .options import observed_options
 
 #: How often the live view gets a new snapshot (seconds); twice a second at least.
 DEFAULT_POLL_INTERVAL = 0.25
 #: Sample faster at the start, so short runs and short-lived nodes are still seen.
 FAST_POLL_INTERVAL, FAST_POLL_SECONDS = 0.05, 0.5
+#: At the end of a trace the pull in progress may finish for this long before it is cancelled
+#: (a healthy pipeline's takes milliseconds; cancelling a running function makes TensorFlow log).
+STOP_GRACE = 0.25
 #: The paper's stopping rule: stop once successive throughput estimates differ by less than this.
 CONVERGENCE_TOLERANCE = 0.01
 
@@ -65,7 +69,10 @@ class Tracer:
 
     ``run()`` blocks until the trace ends (converged, time or batch limit, end of data, stop,
     interrupt) and always returns what was measured so far. ``on_snapshot`` is called from the
-    sampling thread for live views.
+    sampling thread for live views. The consumer pulls through a :class:`Puller`, so the end of
+    the trace (time, ``stop()``, Ctrl-C) ends even a ``GetNext`` blocked in TensorFlow within
+    :data:`STOP_GRACE`: when ``run()`` returns, the consumer thread has ended and the iterator
+    is released.
     """
 
     def __init__(self, ds: tf.data.Dataset, *, seconds: float = 10.0, max_batches: int | None = None,
@@ -85,17 +92,19 @@ class Tracer:
         self.raw = RawTrace(cores=cores or available_cores())
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._wake = threading.Event()  # the poll loop's alarm: the consumer ended, or stop()
         self._batches = 0
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
 
     def stop(self) -> None:
-        """Ask the trace to end; safe from any thread (the widget's Stop button)."""
+        """End the trace now, keeping what was measured; safe from any thread (Stop, Cancel)."""
         self._stop.set()
+        self._wake.set()
 
-    def _consume(self, iterator) -> None:
+    def _consume(self, puller: Puller) -> None:
         try:
             while not self._stop.is_set():
-                next(iterator)
+                puller.pull()
                 self._batches += 1
                 if self._batches == self.warmup_batches:
                     self._warm_at = time.perf_counter()
@@ -104,6 +113,8 @@ class Tracer:
                     break
         except StopIteration:
             self.raw.ended = "end of data"
+        except Stopped:
+            pass  # stop() or the end of the trace cancelled the pull in progress
         except BaseException as err:  # noqa: BLE001 - reported with the trace, never lost
             self.raw.ended = "error"
             self.raw.error = f"{type(err).__name__}: {err}"
@@ -111,12 +122,14 @@ class Tracer:
             if self.raw.ended == "running" and self._stop.is_set():
                 self.raw.ended = "stopped"
             self._done.set()
+            self._wake.set()
 
     def run(self) -> RawTrace:
         process = psutil.Process()
         t0, cpu0 = time.perf_counter(), time.process_time()
-        iterator = iter(self.ds)
-        consumer = threading.Thread(target=self._consume, args=(iterator,), daemon=True,
+        puller = Puller(self.ds)
+        iterator = puller.iterator
+        consumer = threading.Thread(target=self._consume, args=(puller,), daemon=True,
                                     name="plumbkit-consumer")
         consumer.start()
         try:
@@ -125,8 +138,11 @@ class Tracer:
             self.raw.ended = "interrupted"
         finally:
             self._stop.set()
-            consumer.join(timeout=30)
+            if not self._done.wait(STOP_GRACE):
+                puller.cancel()  # a GetNext blocked in TensorFlow ends here, not in 30 s
+            consumer.join(timeout=JOIN_SECONDS)
             self._take(iterator, t0, cpu0, process)
+            del iterator, puller
         return self.raw
 
     def _take(self, iterator, t0, cpu0, process) -> Snapshot | None:
@@ -144,7 +160,7 @@ class Tracer:
         while True:
             fast = next_poll - t0 < FAST_POLL_SECONDS
             next_poll += min(self.poll_interval, FAST_POLL_INTERVAL) if fast else self.poll_interval
-            if self._done.wait(max(0.0, next_poll - time.perf_counter())):
+            if self._wake.wait(max(0.0, next_poll - time.perf_counter())) and self._done.is_set():
                 return
             if self._stop.is_set():
                 self.raw.ended = "stopped"

@@ -1,4 +1,5 @@
-"""Shared pieces of the widgets: background work that never blocks the cell, and tiny SVG charts."""
+"""Shared pieces of the widgets: running engine operations (in the background for a click, in the
+cell's own thread for a one-shot ``%%plumb --optimize``), and tiny SVG charts."""
 
 from __future__ import annotations
 
@@ -6,6 +7,12 @@ import html
 import threading
 import traceback
 from typing import Any, Callable, Sequence
+
+from ..engine.scheduler import CANCELLED, Handle
+
+#: Shown beside Cancel while a one-shot cell runs: front-end clicks wait until the cell ends
+#: (ipywidgets#1349), so there a kernel interrupt is the way to stop.
+INTERRUPT_HINT = "running in this cell: interrupt the kernel (■) to cancel; what was measured is kept"
 
 
 class Background:
@@ -43,6 +50,46 @@ def background(fn: Callable[[], Any], on_done: Callable[[Background], None] | No
     job.thread = threading.Thread(target=job._run, daemon=True, name="plumbkit-widget")
     job.thread.start()
     return job
+
+
+class Runner:
+    """Runs one engine operation at a time for a panel and lets its Cancel button stop it.
+
+    ``start(fn)`` runs in a daemon thread (a button click: the cell has returned, buttons
+    answer); ``run_here(fn)`` runs in the calling thread (a one-shot cell, where Ctrl-C lands).
+    Either way the operation is attached to :attr:`handle`, so :meth:`cancel` reaches it even
+    while it waits for another measurement to finish.
+    """
+
+    def __init__(self, *, preemptible: bool = False):
+        self.handle = Handle(preemptible=preemptible)
+        self.job: Background | None = None
+        self.here = False  # running in the cell's own thread (clicks wait for the cell)
+
+    def start(self, fn: Callable[[], Any], on_done: Callable[[Background], None] | None = None) -> Background:
+        def bound() -> Any:
+            with self.handle.bound():
+                return fn()
+        self.job = background(bound, on_done=on_done)
+        return self.job
+
+    def run_here(self, fn: Callable[[], Any]) -> Any:
+        self.here = True
+        try:
+            with self.handle.bound():
+                return fn()
+        finally:
+            self.here = False
+
+    def cancel(self, reason: str = CANCELLED) -> None:
+        self.handle.cancel(reason)
+
+    @property
+    def running(self) -> bool:
+        return self.here or (self.job is not None and self.job.running)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.job.wait(timeout) if self.job is not None else True
 
 
 def svg_lines(series: dict[str, Sequence[float]], *, width: int = 420, height: int = 140,

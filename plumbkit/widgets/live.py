@@ -6,18 +6,24 @@ from __future__ import annotations
 import html
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import ipywidgets as w
 
+from ..engine.scheduler import Cancelled
 from ..engine.trace_result import Trace
 from ..engine.tracing import trace as trace_pipeline
+from ..model.errors import PipelineError
 from ..model.units import human_bytes
 from ..render.table import COLUMNS, row_cells, throughput_series
-from .common import background, svg_lines
+from .common import INTERRUPT_HINT, Background, Runner, svg_lines
 
-#: Redraw at most this often (seconds): live, yet cheap for the kernel.
+#: Redraw at most this often (seconds): live, yet cheap for the kernel (the trace builds no
+#: analysis between redraws).
 MIN_REDRAW_INTERVAL = 0.25
+#: Re-solve the LP bound shown under the table at most this often while tracing (a solve costs
+#: ~10 ms of CPU in cvxpy, ten times an analysis); the final redraw always solves it.
+LP_INTERVAL = 1.0
 
 
 def _bar(fraction: float | None, color: str) -> str:
@@ -28,9 +34,12 @@ def _bar(fraction: float | None, color: str) -> str:
             f'<div style="width:{pct:.0f}%;background:{color};height:9px"></div></div> {pct:.0f}%')
 
 
-def table_html(trace: Trace) -> str:
-    """The operator table with CPU share and utilization bars; the bottleneck row highlighted."""
-    bottleneck = trace.bottleneck.name if trace.bottleneck else None
+def table_html(trace: Trace, bottleneck_op: Any = None) -> str:
+    """The operator table with CPU share and utilization bars; the bottleneck row highlighted
+    (``bottleneck_op``: the trace's bottleneck when the caller has it already)."""
+    if bottleneck_op is None:
+        bottleneck_op = trace.bottleneck
+    bottleneck = bottleneck_op.name if bottleneck_op else None
     head = "".join(f"<th style='text-align:left;padding:2px 6px'>{html.escape(c)}</th>" for c in COLUMNS)
     rows = []
     for o in trace.ops:
@@ -49,72 +58,94 @@ def table_html(trace: Trace) -> str:
             f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
-def status_text(trace: Trace, state: str) -> str:
+def status_text(trace: Trace, state: str, bottleneck: Any = None) -> str:
     snaps = trace.raw.snapshots
     if not snaps:
         return f"{state}…"
     last = snaps[-1]
     cpu = 100 * last.cpu / last.t if last.t > 0 else 0.0
-    b = trace.bottleneck
     return (f"{state} · {last.t:.1f} s · {trace.throughput:.1f} minibatches/s · process CPU {cpu:.0f}% "
             f"of one core · memory {human_bytes(last.rss)}"
-            + (f" · bottleneck {b.label}" if b else ""))
+            + (f" · bottleneck {bottleneck.label}" if bottleneck else ""))
+
+
+def ended_text(trace: Trace) -> str:
+    """How a trace ended, in the words the status line uses."""
+    if trace.partial:
+        return f"{trace.ended}: what was measured until then"
+    return f"done ({trace.ended})"
 
 
 class LiveTraceWidget(w.VBox):
-    """Traces ``pipeline`` in the background and shows it live. ``trace`` holds the latest result."""
+    """Traces ``pipeline`` and shows it live; ``trace`` holds the latest result.
+
+    ``start()`` traces in the background (the cell returns; Stop answers); ``run_here()``
+    traces in the calling thread (a one-shot cell). Either way the trace is a *live view* for
+    the scheduler: an Optimize or Step started meanwhile stops it, and it says so.
+    """
 
     def __init__(self, pipeline: Any, *, seconds: float = 10.0, cores: int | None = None,
-                 max_batches: int | None = None, start: bool = True):
+                 max_batches: int | None = None, start: bool = True, verbose: bool = False,
+                 **trace_options: Any):
         self.pipeline = pipeline
+        self.verbose = verbose  # let TensorFlow, absl and the solver print while it traces
         self.trace: Trace | None = None
         self.error: str | None = None
-        self._tracer = None
-        self._last_draw = 0.0
+        self.renders = 0  # redraws so far (the bench and tests count them)
+        self._lp_note: str | None = None
+        self._lp_at = -float("inf")
+        self.on_finished: list[Callable[["LiveTraceWidget"], None]] = []
         self._lock = threading.Lock()
+        self.runner = Runner(preemptible=True)
         self.title = w.HTML("<b>plumbkit</b> · tracing…")
         self.table = w.HTML()
         self.chart = w.HTML()
         self.notes = w.HTML()
         self.status = w.Label("starting…")
-        self.stop_button = w.Button(description="Stop", icon="stop", button_style="warning")
+        self.stop_button = w.Button(description="Stop", icon="stop", button_style="warning",
+                                    tooltip="end the trace now and keep what it measured")
         self.stop_button.on_click(lambda _: self.stop())
         super().__init__([self.title, self.status, self.table, self.chart, self.notes, self.stop_button])
-        self._kwargs = dict(seconds=seconds, cores=cores, max_batches=max_batches)
-        self._job = None
+        self._kwargs = dict(seconds=seconds, cores=cores, max_batches=max_batches, **trace_options)
         if start:
             self.start()
 
     # -- running ---------------------------------------------------------------------------
-    def start(self) -> None:
-        def run() -> Trace:
-            return trace_pipeline(self.pipeline, on_update=self._on_update, tracer_ready=self._ready, **self._kwargs)
-        self._job = background(run, on_done=self._finished)
+    def _trace(self) -> Trace:
+        return trace_pipeline(self.pipeline, on_update=self._on_update, verbose=self.verbose,
+                              update_interval=MIN_REDRAW_INTERVAL, **self._kwargs)
 
-    def _ready(self, tracer) -> None:
-        self._tracer = tracer
+    def start(self) -> None:
+        """Trace in a background thread (the cell returns at once)."""
+        self.runner.start(self._trace, on_done=self._finished)
+
+    def run_here(self) -> Trace | None:
+        """Trace in this thread (a one-shot cell); Ctrl-C ends it and keeps what was measured."""
+        self.stop_button.tooltip = INTERRUPT_HINT
+        job = Background()
+        job.result, job.error, job.error_text = None, None, ""
+        try:
+            job.result = self.runner.run_here(self._trace)
+        except (Cancelled, KeyboardInterrupt, PipelineError) as err:
+            job.error, job.error_text = err, _why(err)
+        self._finished(job)
+        return self.trace
 
     def stop(self) -> None:
         """End the trace cleanly; what was measured is kept."""
-        if self._tracer is not None:
-            self._tracer.stop()
+        self.runner.cancel("stopped")
 
     def wait(self, timeout: float | None = None) -> Trace | None:
         """Block until the trace ends (for scripts and tests); returns the final Trace."""
-        if self._job is not None:
-            self._job.wait(timeout)
+        self.runner.wait(timeout)
         return self.trace
 
     @property
     def running(self) -> bool:
-        return self._job is not None and self._job.running
+        return self.runner.running
 
     # -- drawing ---------------------------------------------------------------------------
     def _on_update(self, trace: Trace) -> None:
-        now = time.monotonic()
-        if now - self._last_draw < MIN_REDRAW_INTERVAL:
-            return
-        self._last_draw = now
         self.trace = trace
         try:
             self.render(trace, "tracing")
@@ -125,26 +156,42 @@ class LiveTraceWidget(w.VBox):
         if job.error is not None:
             self.error = job.error_text
             self.title.value = f"<b>plumbkit</b> · <span style='color:#b00'>{html.escape(job.error_text)}</span>"
+            self.status.value = job.error_text
         else:
             self.trace = job.result
-            self.render(job.result, f"done ({job.result.ended})")
+            self.render(job.result, ended_text(job.result), final=True)
         self.stop_button.disabled = True
+        for callback in self.on_finished:
+            callback(self)
 
-    def render(self, trace: Trace, state: str) -> None:
+    def render(self, trace: Trace, state: str, final: bool = False) -> None:
+        """One analysis (the Trace given) and at most one LP solve per redraw (one a second while
+        tracing, the last one always)."""
         with self._lock:
+            self.renders += 1
+            bottleneck = trace.bottleneck
             self.title.value = f"<b>plumbkit</b> · {html.escape(state)}"
-            self.status.value = status_text(trace, state)
-            self.table.value = table_html(trace)
+            self.status.value = status_text(trace, state, bottleneck)
+            self.table.value = table_html(trace, bottleneck)
             self.chart.value = svg_lines({"minibatches/s": throughput_series(trace)},
                                          x_label="time →", y_label="throughput over time")
-            notes = []
-            try:
-                notes.append(f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.1f} "
-                             f"minibatches/s (prediction)")
-            except Exception:  # noqa: BLE001 - no bound yet (nothing measured): say nothing
-                pass
-            notes += list(trace.notes)
+            now = time.monotonic()
+            if final or now - self._lp_at >= LP_INTERVAL:
+                self._lp_at, self._lp_note = now, None
+                if trace.raw.snapshots and trace.throughput > 0:
+                    try:
+                        self._lp_note = (f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.1f} "
+                                         f"minibatches/s (prediction)")
+                    except Exception:  # noqa: BLE001 - no bound yet (nothing measured): say nothing
+                        pass
+            notes = ([self._lp_note] if self._lp_note else []) + list(trace.notes)
             self.notes.value = "".join(f"<div>• {html.escape(n)}</div>" for n in notes)
+
+    def close(self) -> None:
+        """Close the view and its parts (ipywidgets keeps every open widget alive)."""
+        for child in (self.title, self.table, self.chart, self.notes, self.status, self.stop_button):
+            child.close()
+        super().close()
 
     @property
     def row_labels(self) -> list[str]:
@@ -152,3 +199,12 @@ class LiveTraceWidget(w.VBox):
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(str(self.trace) if self.trace else "plumbkit: tracing…")
+
+
+def _why(err: BaseException) -> str:
+    """One line for an operation that ended without a result."""
+    if isinstance(err, KeyboardInterrupt):
+        return "interrupted before anything was measured"
+    if isinstance(err, Cancelled):
+        return f"{err.reason} before anything was measured"
+    return str(err)
