@@ -160,6 +160,15 @@ def test_verbose_is_a_keyword_of_every_operation_and_quiet_restores_everything()
     with quiet(verbose=True):
         assert solver_verbose() and tf_logger.level == logging.INFO
     assert not solver_verbose()
+    # blocks that overlap across threads (a background live trace, a one-shot cell) do not nest:
+    # the levels come back only when the last one ends
+    first, second = quiet(), quiet()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert tf_logger.level == logging.ERROR
+    second.__exit__(None, None, None)
+    assert tf_logger.level == logging.INFO and warnings.filters == filters_before
 
 
 # -- real pipelines ---------------------------------------------------------------------------

@@ -86,13 +86,65 @@ def solver_verbose() -> bool:
     return _verbose_depth > 0
 
 
+class _Silencer:
+    """The silenced state, shared by every quiet block in the process.
+
+    Blocks overlap across threads (a live trace in the background while a cell runs an
+    optimization), so they do not nest: the first block to enter saves the loggers' levels,
+    AutoGraph's verbosity and adds the warning filter; the last one to leave puts them back.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.saved: dict[str, int] = {}
+        self.saved_autograph: tuple | None = None
+        self.autograph = None
+        self.filter: tuple | None = None
+
+    def enter(self) -> None:
+        with self.lock:
+            self.depth += 1
+            if self.depth > 1:
+                return
+            self.saved = {name: logging.getLogger(name).level for name in LOGGERS}
+            for name in LOGGERS:
+                logging.getLogger(name).setLevel(logging.ERROR)
+            self.autograph = _autograph()
+            if self.autograph is not None:
+                self.saved_autograph = (self.autograph.verbosity_level, self.autograph.echo_log_to_stdout)
+                self.autograph.set_verbosity(0, False)
+            # not warnings.catch_warnings(): it resets the whole filter list on exit, which is not
+            # thread-safe; this one filter is added and then removed by identity
+            warnings.filterwarnings("ignore", module=WARNING_MODULES)
+            self.filter = warnings.filters[0]
+
+    def leave(self) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth > 0:
+                return
+            with contextlib.suppress(ValueError):
+                warnings.filters.remove(self.filter)
+                warnings._filters_mutated()  # noqa: SLF001 - what catch_warnings does on exit
+            for name, level in self.saved.items():
+                logging.getLogger(name).setLevel(level)
+            if self.autograph is not None and self.saved_autograph is not None:
+                self.autograph.verbosity_level, self.autograph.echo_log_to_stdout = self.saved_autograph
+            self.saved, self.saved_autograph, self.autograph, self.filter = {}, None, None, None
+
+
+_SILENCER = _Silencer()
+
+
 @contextlib.contextmanager
 def quiet(verbose: bool = False) -> Iterator[None]:
     """Silence TensorFlow, absl and AutoGraph chatter inside the block; put it all back after.
 
-    With ``verbose`` nothing is silenced and the solver prints its log too. Only what was
-    changed is restored (a logger level the user sets meanwhile on another logger is kept;
-    the warning filter added here is removed by identity, not by resetting the list).
+    With ``verbose`` nothing is silenced by this block and the solver prints its log too. Only
+    what was changed is restored (a level the user sets on another logger meanwhile is kept;
+    the warning filter added here is removed by identity, not by resetting the list), once the
+    last overlapping block in any thread has ended.
     """
     global _verbose_depth
     if verbose:
@@ -104,27 +156,11 @@ def quiet(verbose: bool = False) -> Iterator[None]:
             with _verbose_lock:
                 _verbose_depth -= 1
         return
-    saved = {name: logging.getLogger(name).level for name in LOGGERS}
-    for name in LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    autograph = _autograph()
-    saved_autograph = (autograph.verbosity_level, autograph.echo_log_to_stdout) if autograph else None
-    if autograph is not None:
-        autograph.set_verbosity(0, False)
-    # not warnings.catch_warnings(): it resets the whole filter list on exit, which is not
-    # thread-safe; this one filter is added and then removed by identity
-    warnings.filterwarnings("ignore", module=WARNING_MODULES)
-    added = warnings.filters[0]
+    _SILENCER.enter()
     try:
         yield
     finally:
-        with contextlib.suppress(ValueError):
-            warnings.filters.remove(added)
-            warnings._filters_mutated()  # noqa: SLF001 - what catch_warnings does on exit
-        for name, level in saved.items():
-            logging.getLogger(name).setLevel(level)
-        if autograph is not None and saved_autograph is not None:
-            autograph.verbosity_level, autograph.echo_log_to_stdout = saved_autograph
+        _SILENCER.leave()
 
 
 def _autograph():
