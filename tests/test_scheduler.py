@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import logging
+import signal
 import threading
 import time
 import warnings
@@ -127,6 +128,24 @@ def test_ctrl_c_ends_an_operation_with_its_partial_result():
     assert live_view(30) == f"live view stopped: {INTERRUPTED}"
     assert time.monotonic() - began < 2
     assert SCHEDULER.state().active is None
+
+
+def test_a_ctrl_c_that_python_drops_still_stops_the_operation():
+    """A KeyboardInterrupt raised inside a garbage-collector callback is printed and dropped by
+    Python ("Exception ignored in ..."); the operation must stop all the same."""
+    @operation("dropped", partial=lambda op, error, _: f"stopped: {op.reason}")
+    def run() -> str:
+        try:
+            signal.getsignal(signal.SIGINT)(signal.SIGINT, None)  # what Ctrl-C runs
+        except KeyboardInterrupt:
+            pass  # dropped, as Python drops it inside a weakref callback
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            checkpoint()
+            time.sleep(0.01)
+        return "ran to the end"
+    assert run() == f"stopped: {INTERRUPTED}"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_nested_operations_join_the_running_one():

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import signal
 import threading
 import time
 import weakref
@@ -347,6 +348,34 @@ class Handle:
 _handle: contextvars.ContextVar[Handle | None] = contextvars.ContextVar("plumbkit_handle", default=None)
 
 
+@contextmanager
+def _ctrl_c_cancels(op: Operation) -> Iterator[None]:
+    """In the main thread, Ctrl-C also cancels ``op`` before the usual KeyboardInterrupt.
+
+    Python drops a KeyboardInterrupt that lands inside a garbage-collector callback ("Exception
+    ignored in ..."), and a thread blocked in TensorFlow never sees one; the cancel flag set here
+    ends the operation at its next checkpoint either way. The previous handler runs after it and
+    comes back when the block ends; where there is no Python-level handler nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):
+        yield
+        return
+
+    def handler(signum, frame):  # noqa: ANN001 - the signal module's signature
+        op.cancel(INTERRUPTED)
+        previous(signum, frame)
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 #: ``partial(op, error, arguments)`` builds what a cut-short operation returns (None: re-raise).
 PartialBuilder = Callable[[Operation, Cancelled, inspect.BoundArguments], Any]
 
@@ -382,7 +411,7 @@ def operation(name: str, *, preemptible: bool = False, partial: PartialBuilder |
                 try:
                     SCHEDULER.acquire(op)
                     try:
-                        with quiet(verbose):
+                        with quiet(verbose), _ctrl_c_cancels(op):
                             return fn(*args, **kwargs)
                     finally:
                         SCHEDULER.release(op)
