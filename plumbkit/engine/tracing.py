@@ -42,7 +42,7 @@ def source_file_sizes(files: list[str], *, sample_fraction: float | None = None,
 
 def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[str, ...]:
     """Plain-words notes on what cannot be done with this pipeline."""
-    notes = list(pipeline.problems)
+    notes = list(pipeline.problems) + list(pipeline.remarks)
     if cardinalities.get(pipeline.root) == -1:
         notes.append("infinite pipeline (repeat() without a count): traced for a bounded time; "
                      "operators above the repeat cannot be cached")

@@ -151,6 +151,7 @@ class Pipeline:
     element_spec: str = ""  # readable repr of the Dataset's element_spec
     options: dict[str, Any] = field(default_factory=dict)  # tf.data options the user set
     problems: tuple[str, ...] = ()  # what could not be modelled (e.g. unserializable state)
+    remarks: tuple[str, ...] = ()  # what plumbkit assumed (e.g. a Python function is deterministic)
 
     def __iter__(self) -> Iterator[Operator]:
         return iter(self.operators.values())
@@ -203,6 +204,7 @@ class Pipeline:
             "element_spec": self.element_spec,
             "options": self.options,
             "problems": list(self.problems),
+            "remarks": list(self.remarks),
         }
 
     @classmethod
@@ -214,4 +216,5 @@ class Pipeline:
             element_spec=d.get("element_spec", ""),
             options=d.get("options", {}),
             problems=tuple(d.get("problems", ())),
+            remarks=tuple(d.get("remarks", ())),
         )

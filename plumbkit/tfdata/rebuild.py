@@ -8,18 +8,18 @@ from typing import Sequence
 import tensorflow as tf
 
 from ..model.plan import CHANGE_KINDS, Change
-from . import graph_edits
+from . import graph_edits, live_state
 
 
 def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
                   options: tf.data.Options | None = None, *,
-                  allow_external_state: bool = False) -> tf.data.Dataset:
+                  allow_external_state: bool = True) -> tf.data.Dataset:
     """A new Dataset with ``changes`` applied (and ``options`` merged on top, if given).
 
     Removals go first (they renumber nothing needed later), then parallelism, then inserted
-    caches and prefetches (which add nodes above others). ``allow_external_state`` rebuilds
-    pipelines that hold Python functions or resources of this process (see
-    :func:`~plumbkit.tfdata.graph_edits.graph_def_of`).
+    caches and prefetches (which add nodes above others). Pipelines holding Python functions,
+    generators or resources are rebuilt with the user's live state (see
+    :mod:`plumbkit.tfdata.live_state`); ``allow_external_state=False`` refuses them instead.
     """
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=allow_external_state)
     cached: dict[str, str] = {}  # operator -> the cache inserted above it
@@ -38,5 +38,6 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
             graph_def, _ = graph_edits.set_prefetch(graph_def, after, int(change.value))
         else:
             raise ValueError(f"unknown change {change.what!r}")
-    new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec)
+    new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec,
+                                             captures=live_state.live_captures(ds), keepalive=ds)
     return new.with_options(options) if options is not None else new
