@@ -94,7 +94,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     progress("round 1: LP parallelism, cache, prefetch", 1 / total)
     candidate = apply_changes(ds, decisions.changes)
     warm = one_epoch_batches(original, cache.node) if cache.node else 0
-    notes: list[str] = []
+    notes: list[str] = list(decisions.notes)
     if warm and warm / max(original.throughput, 1e-9) > MAX_WARMUP_SECONDS:
         notes.append(f"one epoch takes ~{warm / original.throughput:.0f} s, longer than plumbkit waits "
                      f"to fill the cache ({MAX_WARMUP_SECONDS:.0f} s): the measured throughput is "

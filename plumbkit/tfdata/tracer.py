@@ -9,6 +9,7 @@ runtime nodes to the user's operators and deriving rates is :mod:`plumbkit.analy
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable
@@ -26,6 +27,11 @@ DEFAULT_POLL_INTERVAL = 0.25
 FAST_POLL_INTERVAL, FAST_POLL_SECONDS = 0.05, 0.5
 #: The paper's stopping rule: stop once successive throughput estimates differ by less than this.
 CONVERGENCE_TOLERANCE = 0.01
+#: How long the trace waits past its deadline for the consumer's ``next()`` to return. A
+#: pipeline that produces nothing (a filter rejecting everything) blocks inside TensorFlow's
+#: GetNext, which cannot be interrupted from Python: the trace ends anyway and says so, and
+#: the daemon consumer thread ends when that ``next()`` finally returns.
+DEADLINE_GRACE_SECONDS = 1.0
 
 
 def _sample(iterator, t0: float, cpu0: float, process: psutil.Process) -> Snapshot:
@@ -85,6 +91,7 @@ class Tracer:
         self.raw = RawTrace(cores=cores or available_cores())
         self._stop = threading.Event()
         self._done = threading.Event()
+        self._closed = threading.Event()  # run() returned: a late consumer must not edit the trace
         self._consumer_error: BaseException | None = None
         self._batches = 0
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
@@ -94,6 +101,7 @@ class Tracer:
         self._stop.set()
 
     def _consume(self, iterator) -> None:
+        ended, error = None, None
         try:
             while not self._stop.is_set():
                 next(iterator)
@@ -101,17 +109,19 @@ class Tracer:
                 if self._batches == self.warmup_batches:
                     self._warm_at = time.perf_counter()
                 if self.max_batches is not None and self._batches >= self.max_batches:
-                    self.raw.ended = "batch limit"
+                    ended = "batch limit"
                     break
         except StopIteration:
-            self.raw.ended = "end of data"
+            ended = "end of data"
         except BaseException as err:  # noqa: BLE001 - reported with the trace, never lost
             self._consumer_error = err
-            self.raw.ended = "error"
-            self.raw.error = f"{type(err).__name__}: {err}"
+            ended, error = "error", f"{type(err).__name__}: {_first_line(err)}"
         finally:
-            if self.raw.ended == "running" and self._stop.is_set():
-                self.raw.ended = "stopped"
+            if not self._closed.is_set():  # past the deadline the trace is already reported
+                if ended is not None:
+                    self.raw.ended, self.raw.error = ended, error
+                elif self.raw.ended == "running" and self._stop.is_set():
+                    self.raw.ended = "stopped"
             self._done.set()
 
     def run(self) -> RawTrace:
@@ -127,9 +137,19 @@ class Tracer:
             self.raw.ended = "interrupted"
         finally:
             self._stop.set()
-            consumer.join(timeout=30)
+            consumer.join(timeout=DEADLINE_GRACE_SECONDS)
+            if consumer.is_alive():
+                self._report_blocked(time.perf_counter() - t0)
+            self._closed.set()
             self._take(iterator, t0, cpu0, process)
         return self.raw
+
+    def _report_blocked(self, elapsed: float) -> None:
+        """The consumer is still inside ``next()`` past the deadline: end the trace anyway."""
+        self.raw.consumer_blocked = True
+        if self._batches == 0 and self.raw.ended not in ("error", "end of data"):
+            self.raw.ended = "no element"
+            self.raw.error = f"no element produced in {elapsed:.1f} s"
 
     def _take(self, iterator, t0, cpu0, process) -> Snapshot | None:
         try:
@@ -182,6 +202,13 @@ class Tracer:
         if any(e is None or e <= 0 for e in estimates):
             return False
         return all(abs(a - b) / b < CONVERGENCE_TOLERANCE for a, b in zip(estimates, estimates[1:]))
+
+
+def _first_line(err: BaseException) -> str:
+    """TensorFlow's errors run over many lines (op names, stack); the first says what happened."""
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", getattr(err, "message", None) or str(err))
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return re.sub(r"\s*\[Op:\w+\].*$", "", lines[0]) if lines else type(err).__name__
 
 
 def _window_rate(snaps: list[Snapshot]) -> float | None:
