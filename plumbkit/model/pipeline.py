@@ -125,6 +125,21 @@ class Operator:
         return self.kind in PARALLELIZABLE_KINDS
 
     @property
+    def max_parallelism(self) -> int | None:
+        """The most parallelism TensorFlow accepts here: an interleave's ``cycle_length`` (it
+        refuses ``num_parallel_calls`` above it); None when unbounded or set by AUTOTUNE."""
+        if self.kind == "interleave":
+            cycle = self.tunables.get("cycle_length")
+            if isinstance(cycle, (int, float)) and cycle > 0:
+                return int(cycle)
+        return None
+
+    def can_take_more_parallelism(self, current: int | None) -> bool:
+        """Parallelizable, and below its cap (an interleave at its cycle length is not)."""
+        cap = self.max_parallelism
+        return self.parallelizable and (cap is None or (current or 1) < cap)
+
+    @property
     def is_source(self) -> bool:
         return not self.inputs
 

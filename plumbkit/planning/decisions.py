@@ -177,6 +177,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta = lp.theta.get(stats.name, 0.0)
         target = max(HEDGE_PARALLELISM, math.ceil(theta - 1e-6) + (SPARE_THREADS if theta > 1 + 1e-6 else 0))
         target = min(target, max(HEDGE_PARALLELISM, int(math.ceil(cores)) * 2))
+        if op.max_parallelism is not None:
+            target = min(target, op.max_parallelism)  # interleave: at most its cycle length
         if target != stats.parallelism:
             changes.append(Change("parallelism", op.label, op.name, target,
                                   f"LP gives it {theta:.2f} of {cores:g} cores"))
@@ -206,7 +208,7 @@ def bottleneck_choice(trace: Traced) -> str | None:
     """The operator a bottleneck step gives one more thread: lowest capacity among tunable ones."""
     p = trace.pipeline
     tunable = [o for o in trace.analysis.ops if not o.injected and o.name in p.operators
-               and p[o.name].parallelizable and o.rate_per_core is not None]
+               and p[o.name].can_take_more_parallelism(o.parallelism) and o.rate_per_core is not None]
     if not tunable:
         return None
     return min(tunable, key=lambda o: o.rate_per_core * max(1, o.parallelism or 1)).name
