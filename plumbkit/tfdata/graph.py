@@ -153,7 +153,7 @@ class _FunctionLibrary:
         random = False
         for user in user_callables(fn) if fn is not None else []:
             names = own_random_names(user)
-            self.python[user.__qualname__] = names
+            self.python[user.__name__] = names
             random = random or bool(names)
         return random
 
@@ -405,9 +405,19 @@ def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]"
     if not isinstance(ds, tf.data.Dataset):
         raise PipelineError(
             f"expected a tf.data.Dataset or a zero-argument function returning one, got "
-            f"{type(ds).__name__}"
+            f"{type(ds).__name__}{_what_to_pass_instead(ds)}"
         )
     return ds
+
+
+def _what_to_pass_instead(value) -> str:
+    """For the things people pass by mistake: what to pass instead."""
+    name = type(value).__name__
+    if hasattr(value, "element_spec") and hasattr(value, "get_next"):
+        return " (an iterator: pass the Dataset itself, before iter())"
+    if "Distributed" in name:
+        return " (a distributed dataset: pass the tf.data.Dataset before strategy.experimental_distribute_dataset)"
+    return ""
 
 
 def pipeline_of(ds: tf.data.Dataset) -> Pipeline:

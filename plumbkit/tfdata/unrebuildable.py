@@ -61,8 +61,8 @@ def too_large_message(size: float) -> str:
 
 def in_memory_bytes(ds: tf.data.Dataset) -> int:
     """Bytes of the tensors serialization would copy into the graph: the element tensors of
-    ``from_tensors`` / ``from_tensor_slices`` sources and what the pipeline's functions capture
-    (variables count by their value). Read from the Dataset objects, without running anything."""
+    ``from_tensors`` / ``from_tensor_slices`` sources, and the constants and tensors the
+    pipeline's functions hold or capture. Read from the Dataset objects, without running anything."""
     from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
 
     total, seen, stack = 0, set(), [ds]
@@ -73,6 +73,7 @@ def in_memory_bytes(ds: tf.data.Dataset) -> int:
         seen.add(id(obj))
         if isinstance(obj, StructuredFunctionWrapper):
             total += sum(_tensor_bytes(t) for t in obj.function.captured_inputs)
+            total += _constant_bytes(obj.function.graph)
         elif isinstance(obj, tf.data.Dataset):
             tensors = getattr(obj, "_tensors", None)
             if isinstance(tensors, (list, tuple)):
@@ -84,12 +85,42 @@ def in_memory_bytes(ds: tf.data.Dataset) -> int:
     return total
 
 
+def _constant_bytes(graph) -> int:
+    """Bytes of the constants a function's graph holds (``tf.constant(array)`` inside a map)."""
+    total = 0
+    for op in graph.get_operations():
+        if op.type == "Const":
+            total += op.node_def.attr["value"].tensor.ByteSize()
+    return total
+
+
 def _tensor_bytes(t: tf.Tensor) -> int:
-    if t.dtype in (tf.resource, tf.variant):
+    if t.dtype == tf.resource:
+        return _variable_bytes(t)
+    if t.dtype == tf.variant:
         return 0
     if t.dtype == tf.string:
         return int(tf.reduce_sum(tf.strings.length(t)).numpy()) if t.shape.num_elements() else 0
     return int(t.shape.num_elements() or 0) * t.dtype.size
+
+
+def _variable_bytes(handle: tf.Tensor) -> int:
+    """A captured variable's size (serialization copies its value into the graph); 0 for other
+    resources or when TensorFlow does not record the shape."""
+    from tensorflow.python.ops import resource_variable_ops
+    try:
+        data = resource_variable_ops.get_eager_safe_handle_data(handle)
+    except Exception:  # noqa: BLE001 - not a variable handle: no size to read
+        return 0
+    total = 0
+    for shape_and_type in data.shape_and_type if data.is_set else ():
+        dims = [d.size for d in shape_and_type.shape.dim]
+        if dims and all(d >= 0 for d in dims) and shape_and_type.dtype != tf.string.as_datatype_enum:
+            n = 1
+            for d in dims:
+                n *= d
+            total += n * tf.as_dtype(shape_and_type.dtype).size
+    return total
 
 
 def refuse_if_unrebuildable(ds: tf.data.Dataset) -> None:
