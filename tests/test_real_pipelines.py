@@ -168,3 +168,16 @@ def test_operators_under_a_filled_user_cache_are_labelled_not_running():
     assert "not running: below the filled cache" in below.note
     assert "static optimizations" not in below.note and below.elements_per_second == 0
     assert trace.bottleneck is None or trace.bottleneck.label != "map(heavy)"
+
+
+def test_operators_that_never_ran_are_labelled_so():
+    def first(x):
+        return x + 1
+
+    def never(x):
+        return x * 2
+    ds = tf.data.Dataset.range(10**9).map(first).concatenate(tf.data.Dataset.range(5).map(never)).batch(4)
+    trace = plumbkit.trace(ds, seconds=1.0, min_seconds=0.5)
+    skipped = trace.op("map(never)")
+    assert skipped.note == "did not run during the trace" and skipped.elements_per_second == 0
+    assert trace.op("map(first)").note != "did not run during the trace"

@@ -14,9 +14,9 @@ from ..model.plan import CacheDecision, Change
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
 from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..tfdata.memory_guard import fill_cache
 from ..tfdata.rebuild import apply_changes
 from . import baselines as configurations
-from .guards import fill_cache
 from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
 from .trace_result import Trace
 from .tracing import PipelineLike

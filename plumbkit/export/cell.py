@@ -13,10 +13,6 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
-#: Constructors reached through ``tf.data`` (``tf.data.Dataset.range``, ``tf.data.TFRecordDataset``).
-_DATA_MODULE = "data"
-
-
 def _dotted(node: ast.AST) -> list[str]:
     """``tf.data.Dataset.range`` -> ["tf", "data", "Dataset", "range"] (empty if not a plain chain)."""
     parts: list[str] = []
@@ -47,8 +43,10 @@ class _Reader:
             return False
         func = node.func
         dotted = _dotted(func)
-        if _DATA_MODULE in dotted[:-1] and (dotted[-1].endswith("Dataset") or "Dataset" in dotted):
-            return True  # tf.data.Dataset.range(...), tf.data.TFRecordDataset(...)
+        if dotted and (any("Dataset" in part for part in dotted) or "dataset" in dotted[-1].lower()):
+            # tf.data.Dataset.range(...), TFRecordDataset(...), make_csv_dataset(...),
+            # keras.utils.text_dataset_from_directory(...)
+            return True
         if isinstance(func, ast.Attribute) and self.is_dataset_expr(func.value, datasets):
             return True  # a method of a dataset: .map(...), .batch(...), .with_options(...)
         if isinstance(func, ast.Name) and self.is_factory(func.id):

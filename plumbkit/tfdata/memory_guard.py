@@ -6,11 +6,14 @@ plan's cache is fed through a guard: a ``scan`` right below it that adds up the 
 element entering the cache (per iterator, so an abandoned partial fill starts again from zero)
 and fails the fill with a message starting with :data:`GUARD_MARKER` the moment the total
 passes the limit. The cache's memory is then bounded by the limit plus one element, the fill's
-partial buffer is freed with its iterator, and the optimizer falls back to no cache
-(:func:`plumbkit.engine.optimization.optimize`) and says so.
+partial buffer is freed with its iterator. :func:`fill_cache` fills a plan's cache once before
+anything is measured, and the optimizer falls back to no cache when the guard stopped it
+(:func:`plumbkit.engine.optimization.optimize`), and says so.
 """
 
 from __future__ import annotations
+
+import time
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
@@ -94,6 +97,30 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
                 copy.input.append(spec)
     cache.input[0] = renamed[scan.name]
     return _pruned(graph_def)
+
+
+def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float) -> str | None:
+    """Consume ``batches`` minibatches of ``ds`` (epochs repeated), filling its guarded cache
+    before anything is measured, so its true size is known.
+
+    Returns the guard's sentence if the cache passed its limit, else None (filled, or the time
+    ran out first: the measurement's own warm-up then carries on). Other errors propagate.
+    """
+    from .run import measurable
+    it = iter(measurable(ds))
+    deadline = time.perf_counter() + seconds
+    try:
+        for _ in range(batches):
+            next(it)
+            if time.perf_counter() > deadline:
+                return None
+    except tf.errors.InvalidArgumentError as err:
+        if is_guard_error(err.message):
+            return guard_text(err.message)
+        raise
+    finally:
+        del it  # a partial fill's buffer goes with its iterator
+    return None
 
 
 def _reachable(graph_def: graph_pb2.GraphDef, refs: list[str]) -> set[str]:
