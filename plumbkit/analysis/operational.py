@@ -123,7 +123,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     seen: set[int] = set()
     for s in snaps:
         if not set(s.nodes) <= seen:
-            map_runtime(pipeline, s.nodes, into=rmap)
+            map_runtime(pipeline, s.nodes, into=rmap, epochs_repeated=raw.epochs_repeated)
             seen |= set(s.nodes)
     deltas = _deltas(snaps, start, end)
     last = snaps[end]
@@ -141,7 +141,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     for rid, pair in deltas.items():
         role, owner = rmap.role.get(rid), rmap.owner.get(rid)
         ns = _d(pair, "processing_ns") / 1e9
-        if role in (None, "root", "injected"):
+        if role in (None, "root", "injected", "epochs"):
             wall_unowned += ns
             continue
         wall[owner] = wall.get(owner, 0.0) + ns
@@ -165,6 +165,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         U = wall.get(op.name, 0.0) * scale
         V = visits.get(op.name)
         fused_into = rmap.fused.get(op.name)
+        idle = not C and op.name in rmap.below_filled_cache  # e.g. under a filled cache
         runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
         sample = own.get(op.name)
         parallelism = _parallelism(op, sample)
@@ -184,8 +185,13 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         if fused_into:
             partner = [o.label for o in pipeline if rmap.fused.get(o.name) == fused_into and o.name != op.name]
             note = f"fused with {', '.join(partner)} into {fused_into} by tf.data"
+        elif not C and op.name in rmap.below_filled_cache:
+            note = (f"not running: below the filled {rmap.below_filled_cache[op.name]} "
+                    f"(it ran while the cache filled)")
         elif op.name in rmap.eliminated:
             note = "removed by tf.data's static optimizations"
+        elif not C and sample is None:
+            note = "did not run during the trace"
         elif runtime and family(runtime) != family(op.op):
             note = f"runs as {runtime}"
         elif sample is not None and op.op.startswith(("Map", "Batch")) and runtime.startswith("Parallel"):
@@ -196,7 +202,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
             cpu_share=U / cpu_total if cpu_total > 0 else 0.0,
             utilization=U / (T * theta) if C else None, cpu_seconds=U, elements=int(C or 0),
             # X_i = V_i X_0 (sampling misses the short-lived nodes under a fast repeat)
-            elements_per_second=V * throughput if V is not None else (C or 0) / T,
+            elements_per_second=V * throughput if V is not None and not idle else (C or 0) / T,
             bytes_per_element=bpe, cardinality=n,
             materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
             random=random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..model.errors import PipelineError
 from ..tfdata import run
 from ..tfdata.disk import measure_read_bandwidth
 from ..tfdata.run import measurable
@@ -25,10 +26,17 @@ __all__ = ["Progress", "disk_bound", "ideal_throughput", "measure", "one_epoch_b
 
 
 def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None) -> Trace:
-    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first)."""
+    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first).
+
+    A pipeline that raises while being measured is not measured: PipelineError, one line.
+    """
     checkpoint()
-    return trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
-                 min_seconds=min(2.0, seconds))
+    t = trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
+              min_seconds=min(2.0, seconds))
+    if t.ended == "error":
+        raise PipelineError(f"the pipeline raised while being measured, after "
+                            f"{t.raw.snapshots[-1].batches if t.raw.snapshots else 0:,} minibatches: {t.raw.error}")
+    return t
 
 
 def ideal_throughput(ds: "tf.data.Dataset", **kwargs) -> float:

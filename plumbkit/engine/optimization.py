@@ -6,6 +6,7 @@ names; every one called *predicted* comes from the model (the LP) and is labelle
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
@@ -13,6 +14,7 @@ from ..model.plan import CacheDecision, Change
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
 from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..tfdata.memory_guard import fill_cache
 from ..tfdata.rebuild import apply_changes
 from . import baselines as configurations
 from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
@@ -99,14 +101,26 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                        bounds=bounds, disk_bound=disk)
     changes, cache = list(decisions.changes), decisions.cache
     progress("round 1: LP parallelism, cache, prefetch", 1 / total)
-    candidate = apply_changes(ds, decisions.changes)
+    candidate = apply_changes(ds, decisions.changes, cache_limit=cache.budget if cache.node else None)
     warm = one_epoch_batches(original, cache.node) if cache.node else 0
-    notes: list[str] = []
+    notes: list[str] = list(decisions.notes)
     if warm and warm / max(original.throughput, 1e-9) > MAX_WARMUP_SECONDS:
         notes.append(f"one epoch takes ~{warm / original.throughput:.0f} s, longer than plumbkit waits "
                      f"to fill the cache ({MAX_WARMUP_SECONDS:.0f} s): the measured throughput is "
-                     f"with a cold cache, the prediction is for a warm one")
+                     f"with a cold cache, the prediction is for a warm one; the cache's fill is "
+                     f"guarded and stops with an error naming it if it passes the budget")
         warm = 0
+    overflow = fill_cache(candidate, warm, seconds=2 * MAX_WARMUP_SECONDS) if warm else None
+    if overflow:  # the estimate was too low: plan again without a cache
+        budget = cache.budget
+        decisions = decide(original, cores=cores, memory_budget=0, root=user_root, bounds=bounds,
+                           disk_bound=disk)
+        changes, warm = list(decisions.changes), 0
+        cache = dataclasses.replace(decisions.cache, budget=budget, why=f"{overflow}; nothing is cached")
+        decisions.cache = cache
+        candidate = apply_changes(ds, decisions.changes)
+        notes.append(f"{overflow}: the plan caches nothing (what was measured is without a cache); "
+                     f"to cache anyway, on disk, add .cache('/path/on/disk') there")
     for r in range(1, rounds):
         # Rates shift once parallelism changes: re-solve the LP on rates measured on the
         # rewritten pipeline (keeping the cache and prefetch already placed). Its bound is the

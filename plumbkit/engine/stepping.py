@@ -49,7 +49,7 @@ def _choose(t: Trace, policy: str, rng: random.Random) -> str | None:
         return bottleneck_choice(t)
     if policy == "random":
         tunable = [o.name for o in t.ops if not o.injected and o.name in t.pipeline.operators
-                   and t.pipeline[o.name].parallelizable]
+                   and t.pipeline[o.name].can_take_more_parallelism(o.parallelism)]
         return rng.choice(tunable) if tunable else None
     raise ValueError(f"policy must be 'bottleneck' or 'random', got {policy!r}")
 

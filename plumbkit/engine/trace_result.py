@@ -108,7 +108,8 @@ class Trace:
         return {
             "pipeline": self.pipeline.to_dict(),
             "raw": {"snapshots": [snapshot_to_dict(s) for s in self.raw.snapshots],
-                    "ended": self.raw.ended, "error": self.raw.error, "cores": self.raw.cores},
+                    "ended": self.raw.ended, "error": self.raw.error, "cores": self.raw.cores,
+                    "warmup_seconds": self.raw.warmup_seconds, "epochs_repeated": self.raw.epochs_repeated},
             "cardinalities": self.cardinalities, "file_sizes": self.file_sizes,
             "notes": list(self.notes), "source_exact": self.analysis.source_exact,
         }
@@ -118,7 +119,8 @@ class Trace:
         pipeline = Pipeline.from_dict(d["pipeline"])
         r = d["raw"]
         raw = RawTrace(snapshots=[snapshot_from_dict(s) for s in r["snapshots"]], ended=r["ended"],
-                       error=r.get("error"), cores=r["cores"])
+                       error=r.get("error"), cores=r["cores"], warmup_seconds=r.get("warmup_seconds", 0.0),
+                       epochs_repeated=r.get("epochs_repeated", False))
         return build_trace(pipeline, raw, cardinalities=d.get("cardinalities", {}),
                            file_sizes=d.get("file_sizes", {}), notes=tuple(d.get("notes", ())),
                            source_exact=d.get("source_exact", True))

@@ -44,7 +44,7 @@ def source_file_sizes(files: list[str], *, sample_fraction: float | None = None,
 
 def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[str, ...]:
     """Plain-words notes on what cannot be done with this pipeline."""
-    notes = list(pipeline.problems)
+    notes = list(pipeline.problems) + list(pipeline.remarks)
     if cardinalities.get(pipeline.root) == -1:
         notes.append("infinite pipeline (repeat() without a count): traced for a bounded time; "
                      "operators above the repeat cannot be cached")
@@ -64,7 +64,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
           max_batches: int | None = None, min_seconds: float = 2.0, converge: bool = True,
           sample_fraction: float | None = None, warmup_batches: int = 0,
           on_update: Callable[[Trace], None] | None = None, update_interval: float = 0.0,
-          tracer_ready: Callable[[Tracer], None] | None = None) -> Trace:
+          tracer_ready: Callable[[Tracer], None] | None = None, repeat_epochs: bool = True) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
@@ -76,11 +76,22 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     "interrupted" or "cancelled"). ``warmup_batches`` are consumed before measuring (one epoch
     fills a cache, so the trace sees steady state). One measurement at a time: a trace waits
     for (or stops, if it is a live trace) whatever plumbkit measurement runs in this process.
+
+    A finite pipeline (or one of unknown length) is traced over repeated epochs, as training
+    consumes it (``repeat_epochs``): an evaluation set shorter than the trace is measured over
+    several epochs instead of ending after a fraction of a second. The trace's notes say so.
+    An empty pipeline, one that produces nothing before the deadline, and one that fails before
+    its first element raise :class:`PipelineError` with one line saying why.
     """
     op = current()
     ds = resolve_pipeline(pipeline)
     model = pipeline_of(ds)
     cardinalities = static_cardinalities(ds, model)
+    root_size = cardinalities.get(model.root, -2)
+    if root_size == 0:
+        raise PipelineError(f"the pipeline is empty: {model[model.root].label} yields no element "
+                            f"(TensorFlow's cardinality is 0); nothing to trace")
+    repeated = repeat_epochs and root_size != -1
     files = sorted({f for op_ in model for f in op_.files})
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
     notes = explain_limits(model, cardinalities)
@@ -99,8 +110,9 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                                   notes=notes, source_exact=exact))
         return hook
 
-    tracer = Tracer(ds, seconds=seconds, max_batches=max_batches, min_seconds=min_seconds,
-                    converge=converge, cores=cores, warmup_batches=warmup_batches)
+    tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
+                    min_seconds=min_seconds, converge=converge, cores=cores, warmup_batches=warmup_batches)
+    tracer.raw.epochs_repeated = repeated
     tracer.on_snapshot = snapshot_hook(tracer.raw)
     if tracer_ready is not None:
         tracer_ready(tracer)
@@ -110,16 +122,74 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         op.cancel(INTERRUPTED)
     if op.cancelled:
         raw.ended = op.reason or raw.ended
-    if raw.ended == "error" and not raw.snapshots:
-        raise PipelineError(f"the pipeline failed before producing anything: {raw.error}")
+    batches = raw.snapshots[-1].batches if raw.snapshots else 0
+    if not op.cancelled and batches == 0 and raw.ended in ("end of data", "no element", "error"):
+        raise PipelineError(nothing_produced(model, raw))
+    notes = (*notes, *run_notes(model, raw, root_size, batches))
     result = build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
-    if raw.ended == "error":
-        result.notes = (*result.notes, f"the pipeline raised while tracing: {raw.error}")
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
     return result
+
+
+def run_notes(model: Pipeline, raw: RawTrace, root_size: int, batches: int) -> list[str]:
+    """What the run itself showed: epochs repeated, a consumer left waiting, an error."""
+    notes = []
+    if raw.epochs_repeated:
+        elapsed = raw.snapshots[-1].t if raw.snapshots else 0.0
+        if root_size > 0 and batches >= root_size:
+            epochs = batches / root_size
+            notes.append(f"finite pipeline: one epoch is {root_size:,} minibatches; traced over repeated "
+                         f"epochs ({epochs:.1f} in {elapsed:.1f} s), as training consumes it")
+        elif root_size < 0:
+            notes.append("pipeline of unknown length: traced with repeat() on top, so a short epoch "
+                         "is measured over several, as training consumes it")
+    if raw.ended == "error":
+        notes.append(f"the pipeline raised after {batches:,} minibatches: {raw.error}; "
+                     f"the numbers are for what ran until then")
+    elif raw.consumer_blocked and raw.ended != "no element":
+        notes.append("the pipeline was still computing its next minibatch when the trace ended "
+                     "(a slow first element, or a filter that rejects a long run of elements)")
+    return notes
+
+
+def nothing_produced(model: Pipeline, raw: RawTrace) -> str:
+    """One line: why a run yielded no minibatch, and where the elements stopped."""
+    where = _where_elements_stop(model, raw)
+    if raw.ended == "end of data":
+        return f"the pipeline is empty: it ended without producing an element{where}"
+    if raw.ended == "no element":
+        elapsed = raw.snapshots[-1].t if raw.snapshots else 0.0
+        return (f"the pipeline produced no element in {elapsed:.1f} s{where}; if its first minibatch "
+                f"just takes longer, trace for longer (seconds=...)")
+    return f"the pipeline failed before producing anything: {raw.error}"
+
+
+def _depth(nodes: dict, rid: int) -> int:
+    """Runtime node ``rid``'s distance from the root (the node nobody reads)."""
+    parents = {i: p for p, n in nodes.items() for i in n.inputs}
+    depth = 0
+    while rid in parents and depth < len(nodes):
+        rid, depth = parents[rid], depth + 1
+    return depth
+
+
+def _where_elements_stop(model: Pipeline, raw: RawTrace) -> str:
+    """``: filter(keep) passed none of the 1,234 elements it read`` (or nothing when unknown)."""
+    from ..analysis.runtime_map import map_runtime
+    if not raw.snapshots:
+        return ""
+    nodes = raw.snapshots[-1].nodes
+    rmap = map_runtime(model, nodes, epochs_repeated=raw.epochs_repeated)
+    for rid in sorted(nodes, key=lambda i: -_depth(nodes, i)):  # closest to the sources first
+        node = nodes[rid]
+        read = sum(nodes[i].elements for i in node.inputs if i in nodes)
+        owner = rmap.owner.get(rid)
+        if node.elements == 0 and read > 0 and owner in model.operators and rmap.role.get(rid) == "op":
+            return f": {model[owner].label} passed none of the {read:,} elements it read"
+    return ""
 
 
 __all__ = ["PipelineLike", "trace", "source_file_sizes", "PipelineError"]

@@ -124,6 +124,25 @@ class Operator:
     def parallelizable(self) -> bool:
         return self.kind in PARALLELIZABLE_KINDS
 
+    @property
+    def max_parallelism(self) -> int | None:
+        """The most parallelism TensorFlow accepts here: an interleave's ``cycle_length`` (it
+        refuses ``num_parallel_calls`` above it); None when unbounded or set by AUTOTUNE."""
+        if self.kind == "interleave":
+            cycle = self.tunables.get("cycle_length")
+            if isinstance(cycle, (int, float)) and cycle > 0:
+                return int(cycle)
+        return None
+
+    def can_take_more_parallelism(self, current: int | None) -> bool:
+        """Parallelizable, and below its cap (an interleave at its cycle length is not)."""
+        cap = self.max_parallelism
+        return self.parallelizable and (cap is None or (current or 1) < cap)
+
+    @property
+    def is_source(self) -> bool:
+        return not self.inputs
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -147,6 +166,7 @@ class Pipeline:
     element_spec: str = ""  # readable repr of the Dataset's element_spec
     options: dict[str, Any] = field(default_factory=dict)  # tf.data options the user set
     problems: tuple[str, ...] = ()  # what could not be modelled (e.g. unserializable state)
+    remarks: tuple[str, ...] = ()  # what plumbkit assumed (e.g. a Python function is deterministic)
 
     def __iter__(self) -> Iterator[Operator]:
         return iter(self.operators.values())
@@ -190,6 +210,7 @@ class Pipeline:
             "element_spec": self.element_spec,
             "options": self.options,
             "problems": list(self.problems),
+            "remarks": list(self.remarks),
         }
 
     @classmethod
@@ -201,4 +222,5 @@ class Pipeline:
             element_spec=d.get("element_spec", ""),
             options=d.get("options", {}),
             problems=tuple(d.get("problems", ())),
+            remarks=tuple(d.get("remarks", ())),
         )

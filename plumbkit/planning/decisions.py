@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..analysis.operational import Analysis
-from ..host.machine import available_memory
 from ..model.pipeline import Pipeline
 from ..model.plan import CacheDecision, Change
 from ..model.units import human_bytes
+from .budget import ESTIMATE_MARGIN, fits, usable_budget
 from .lp import LPSolution, solve_cpu_lp
 
 #: Never give a parallelizable operator fewer threads than this (the paper's hedge).
@@ -32,8 +32,6 @@ HEDGE_PARALLELISM = 2
 SPARE_THREADS = 1
 #: Share of the LP's cores every costly operator keeps, so a cheap one is never starved.
 HEDGE_THETA = 0.05
-#: Default memory budget: this share of the memory available when the plan is made.
-DEFAULT_BUDGET_SHARE = 0.5
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
 #: Name of the disk bound in the LP.
@@ -49,6 +47,7 @@ class Decisions:
     cache: CacheDecision
     predicted_throughput: float
     theta_by_label: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # e.g. the memory budget was capped
 
 
 class Traced(Protocol):
@@ -59,7 +58,7 @@ class Traced(Protocol):
 
 
 def default_memory_budget() -> float:
-    return DEFAULT_BUDGET_SHARE * available_memory()[0]
+    return usable_budget(None).bytes
 
 
 def lp_rates(analysis: Analysis) -> tuple[dict[str, float], set[str]]:
@@ -84,17 +83,19 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
         stats = next((o for o in trace.analysis.ops if o.name == name), None)
         if stats is not None and op.kind not in ("prefetch", "cache") and stats.cacheable:
             size = stats.materialized_bytes or 0.0
-            if size <= budget:
+            if fits(size, budget):
                 why = (f"closest to the root that is deterministic and finite; "
-                       f"{human_bytes(size)} fits the {human_bytes(budget)} budget")
+                       f"{human_bytes(size)} (+{ESTIMATE_MARGIN:.0%} for the estimate's error) fits "
+                       f"the {human_bytes(budget)} budget")
                 if closest_too_big:
                     why += f" ({closest_too_big[0]} would need {human_bytes(closest_too_big[1])})"
                 return CacheDecision(label=op.label, node=name, bytes=size, budget=budget, why=why)
             closest_too_big = closest_too_big or (op.label, size)
         name = op.inputs[0] if op.inputs else None
     if closest_too_big:
-        why = (f"nothing fits: the smallest deterministic candidate on the way down needs more than "
-               f"the {human_bytes(budget)} budget ({closest_too_big[0]}: {human_bytes(closest_too_big[1])})")
+        why = (f"nothing fits: every deterministic candidate on the way down needs more than the "
+               f"{human_bytes(budget)} budget with a {ESTIMATE_MARGIN:.0%} margin for the estimate "
+               f"({closest_too_big[0]}: {human_bytes(closest_too_big[1])}), so nothing is cached")
     else:
         reasons = sorted({o.cache_note for o in trace.analysis.ops if not o.cacheable and not o.injected})
         why = "no operator can be cached: " + "; ".join(reasons)
@@ -148,7 +149,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     only while a file reader still runs in steady state (not under a warm cache).
     """
     cores = cores or trace.analysis.cores
-    budget = default_memory_budget() if memory_budget is None else float(memory_budget)
+    usable = usable_budget(memory_budget)
+    budget = usable.bytes
     p = trace.pipeline
     root = root or p.root
     mine = {root} | {o.name for o in p.descendants(root)}
@@ -175,6 +177,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta = lp.theta.get(stats.name, 0.0)
         target = max(HEDGE_PARALLELISM, math.ceil(theta - 1e-6) + (SPARE_THREADS if theta > 1 + 1e-6 else 0))
         target = min(target, max(HEDGE_PARALLELISM, int(math.ceil(cores)) * 2))
+        if op.max_parallelism is not None:
+            target = min(target, op.max_parallelism)  # interleave: at most its cycle length
         if target != stats.parallelism:
             changes.append(Change("parallelism", op.label, op.name, target,
                                   f"LP gives it {theta:.2f} of {cores:g} cores"))
@@ -190,7 +194,7 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     labels = {o.name: o.label for o in trace.analysis.ops}
     theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items()}
     return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=lp.throughput,
-                     theta_by_label=theta_by_label)
+                     theta_by_label=theta_by_label, notes=[usable.note] if usable.note else [])
 
 
 def prefetch_buffer(trace: Traced) -> int:
@@ -204,7 +208,7 @@ def bottleneck_choice(trace: Traced) -> str | None:
     """The operator a bottleneck step gives one more thread: lowest capacity among tunable ones."""
     p = trace.pipeline
     tunable = [o for o in trace.analysis.ops if not o.injected and o.name in p.operators
-               and p[o.name].parallelizable and o.rate_per_core is not None]
+               and p[o.name].can_take_more_parallelism(o.parallelism) and o.rate_per_core is not None]
     if not tunable:
         return None
     return min(tunable, key=lambda o: o.rate_per_core * max(1, o.parallelism or 1)).name

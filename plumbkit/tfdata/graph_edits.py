@@ -29,6 +29,8 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.pipeline import AUTOTUNE
+from ..model.errors import PipelineError
+from . import live_state, unrebuildable
 from .graph import rebuilds_with_fresh_state, stateful_op_named
 
 GraphDef = graph_pb2.GraphDef
@@ -57,31 +59,33 @@ _NO_PARALLEL_FORM = {
 }
 
 
-class RewriteError(Exception):
+class RewriteError(PipelineError):
     """The pipeline cannot be serialized or the edit cannot be made; the message says which node and why."""
 
 
 # -- serialize and rebuild ------------------------------------------------------------------------
 
-def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> GraphDef:
-    """The pipeline's GraphDef, refusing pipelines the rebuilt Dataset could not reproduce.
+def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = True) -> GraphDef:
+    """The pipeline's GraphDef, for editing and rebuilding in this process.
 
-    Stateful random ops are accepted (the rebuilt pipeline draws fresh numbers). Python
-    functions (``tf.py_function``, ``numpy_function``, ``from_generator``) and external
-    resources (variables, ...) raise RewriteError naming the dataset node that uses them,
-    unless ``allow_external_state``: then the graph keeps references into this process, and
-    the rebuilt dataset works here (in-process tuning) but nowhere else.
+    Python functions (``tf.py_function``, ``numpy_function``, ``from_generator``), resources
+    (lookup tables, variables, Keras preprocessing layers) and stateful random ops are all
+    accepted: the graph keeps references into this process, and :func:`dataset_from_graph_def`
+    binds the user's live state again (see :mod:`plumbkit.tfdata.live_state`), so the rebuilt
+    Dataset works here, with the same state, though nowhere else. ``allow_external_state`` is
+    kept for callers of the earlier API; ``False`` asks for a graph that is also portable to
+    another process and raises RewriteError naming what is not.
     Device assignments are kept: stripping them (as ``distribute.py`` does) leaves
     EagerPyFunc with the malformed device "/device::0".
     """
     policy = tf.data.experimental.ExternalStatePolicy
+    if allow_external_state:
+        return _parse_or_refuse(ds)
     try:
         return _parse(ds._as_serialized_graph(external_state_policy=policy.FAIL))  # noqa: SLF001
     except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
         failure = str(err)
-    graph_def = _parse(ds._as_serialized_graph(external_state_policy=policy.IGNORE))  # noqa: SLF001
-    if allow_external_state:
-        return graph_def
+    graph_def = _parse_or_refuse(ds)
     named = stateful_op_named(failure)
     if named is None:
         raise RewriteError(f"TensorFlow cannot serialize this pipeline: {_first_line(failure)}")
@@ -93,9 +97,23 @@ def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> 
     raise RewriteError(_explain(graph_def, culprits[0], failure))
 
 
-def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any) -> tf.data.Dataset:
+def _parse_or_refuse(ds: tf.data.Dataset) -> GraphDef:
+    """Serialize ``ds``; what TensorFlow cannot serialize at all is refused with the reason
+    (an :class:`~plumbkit.tfdata.unrebuildable.UnrebuildableError`)."""
+    unrebuildable.refuse_if_unrebuildable(ds)
+    return unrebuildable.serialize(ds)
+
+
+def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
+                           captures: "live_state.Captures | None" = None,
+                           keepalive: Any = None) -> tf.data.Dataset:
     """A working Dataset from an (edited) GraphDef; ``element_spec`` is the original's.
 
+    ``captures`` (function name -> the tensors it captures, from
+    :func:`~plumbkit.tfdata.live_state.live_captures` of the user's Dataset) binds every
+    captured resource to the user's live one instead of the serialized copy; ``keepalive``
+    (the user's Dataset) is kept alive with the result, so its Python functions and generators
+    outlive the user's own reference.
     Memory caches get a fresh resource: a serialized memory cache holds a handle to the
     *original* dataset's cache, and rebuilding it as is would share (and read back) what the
     original already cached, even when the graph below it has changed.
@@ -111,11 +129,17 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any) -> tf.data.Da
     if have and have != want:
         raise RewriteError(f"the graph yields {[t.name for t in have]} but element_spec "
                            f"needs {[t.name for t in want]}")
+    graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
     try:
-        variant = gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
-    except tf.errors.OpError as err:
-        raise RewriteError(f"TensorFlow could not rebuild the edited graph: {err.message}") from err
-    return dataset_ops._VariantDataset(variant, element_spec)  # noqa: SLF001
+        if bindings:
+            variant = live_state.variant_with_live_resources(graph_def, bindings)
+        else:
+            variant = gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
+    except (tf.errors.OpError, ValueError) as err:
+        message = getattr(err, "message", str(err))
+        raise RewriteError(f"TensorFlow could not rebuild the edited graph: {message}") from err
+    new = dataset_ops._VariantDataset(variant, element_spec)  # noqa: SLF001
+    return live_state.remember(new, keepalive, captures or {})
 
 
 def root_name(graph_def: GraphDef) -> str:
