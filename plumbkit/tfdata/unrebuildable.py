@@ -112,8 +112,10 @@ def _variable_bytes(handle: tf.Tensor) -> int:
         data = resource_variable_ops.get_eager_safe_handle_data(handle)
     except Exception:  # noqa: BLE001 - not a variable handle: no size to read
         return 0
+    if data is None or not data.is_set:
+        return 0
     total = 0
-    for shape_and_type in data.shape_and_type if data.is_set else ():
+    for shape_and_type in data.shape_and_type:
         dims = [d.size for d in shape_and_type.shape.dim]
         if dims and all(d >= 0 for d in dims) and shape_and_type.dtype != tf.string.as_datatype_enum:
             n = 1
