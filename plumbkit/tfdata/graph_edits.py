@@ -112,8 +112,8 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
     ``captures`` (function name -> the tensors it captures, from
     :func:`~plumbkit.tfdata.live_state.live_captures` of the user's Dataset) binds every
     captured resource to the user's live one instead of the serialized copy; ``keepalive``
-    (the user's Dataset) is kept alive with the result, so its Python functions and generators
-    outlive the user's own reference.
+    (what :func:`~plumbkit.tfdata.live_state.state_of` says keeps the user's Python functions and
+    generators alive) is kept with the result, so they outlive the user's own Dataset.
     Memory caches get a fresh resource: a serialized memory cache holds a handle to the
     *original* dataset's cache, and rebuilding it as is would share (and read back) what the
     original already cached, even when the graph below it has changed.
@@ -130,16 +130,18 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
         raise RewriteError(f"the graph yields {[t.name for t in have]} but element_spec "
                            f"needs {[t.name for t in want]}")
     graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
+    builder = None
     try:
         if bindings:
-            variant = live_state.variant_with_live_resources(graph_def, bindings)
+            variant, builder = live_state.variant_with_live_resources(graph_def, bindings)
         else:
             variant = gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
     except (tf.errors.OpError, ValueError) as err:
         message = getattr(err, "message", str(err))
         raise RewriteError(f"TensorFlow could not rebuild the edited graph: {message}") from err
     new = dataset_ops._VariantDataset(variant, element_spec)  # noqa: SLF001
-    return live_state.remember(new, keepalive, captures or {})
+    keep = keepalive if isinstance(keepalive, tuple) else (keepalive,) if keepalive is not None else ()
+    return live_state.remember(new, keep, captures or {}, extra=(builder,) if builder else ())
 
 
 def root_name(graph_def: GraphDef) -> str:

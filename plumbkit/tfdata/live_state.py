@@ -42,14 +42,21 @@ class _Live:
 
 
 def live_captures(ds: tf.data.Dataset) -> Captures:
-    """Function name -> the tensors it captures, read from ``ds``'s Python objects.
+    """Function name -> the tensors it captures, read from ``ds``'s Python objects."""
+    return state_of(ds)[0]
 
-    Walks the Dataset objects (inputs, functions, and what earlier rebuilds recorded) without
-    calling any user code.
+
+def state_of(ds: tf.data.Dataset) -> tuple[Captures, tuple[Any, ...]]:
+    """(function name -> the tensors it captures, the objects that keep ``ds``'s Python functions
+    and generators alive), read from ``ds``'s Python objects without calling any user code.
+
+    The objects kept are the traced functions (``py_function`` tokens live as long as their
+    graphs) — never the Datasets: a Dataset kept alive would keep its filled caches too.
     """
     from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
 
     out: Captures = {}
+    keep: list[Any] = []
     seen: set[int] = set()
     stack: list[Any] = [ds]
     while stack:
@@ -60,17 +67,19 @@ def live_captures(ds: tf.data.Dataset) -> Captures:
         if isinstance(obj, StructuredFunctionWrapper):
             fn = obj.function
             out.setdefault(_name(fn.name), tuple(fn.captured_inputs))
+            keep.append(obj)
             continue
         if isinstance(obj, tf.data.Dataset):
             live = getattr(obj, LIVE_ATTR, None)
             if live is not None:
                 out.update({k: v for k, v in live.captures.items() if k not in out})
+                keep.extend(live.keepalive)
             stack.extend(v for v in vars(obj).values() if _may_hold(v))
         elif isinstance(obj, (list, tuple)):
             stack.extend(v for v in obj if _may_hold(v))
         elif isinstance(obj, dict):
             stack.extend(v for v in obj.values() if _may_hold(v))
-    return out
+    return out, tuple(keep)
 
 
 def _may_hold(value: Any) -> bool:
@@ -172,9 +181,11 @@ def _pruned(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
     return out
 
 
-def variant_with_live_resources(graph_def: graph_pb2.GraphDef, bindings: dict[str, tf.Tensor]) -> tf.Tensor:
+def variant_with_live_resources(graph_def: graph_pb2.GraphDef, bindings: dict[str, tf.Tensor]
+                                ) -> tuple[tf.Tensor, Any]:
     """The pipeline's variant, built by importing ``graph_def`` in a ``tf.function`` that
-    captures the live handles ``bindings`` feeds its placeholders with."""
+    captures the live handles ``bindings`` feeds its placeholders with; and that function,
+    to be kept alive with the dataset (its library holds the pipeline's functions)."""
     retval = next(n for n in graph_def.node if n.op == "_Retval")
     output = retval.input[0]
     body = graph_pb2.GraphDef()
@@ -190,16 +201,16 @@ def variant_with_live_resources(graph_def: graph_pb2.GraphDef, bindings: dict[st
                                              name="")
         return out
 
-    return build()
+    return build(), build
 
 
 def _tensor(spec: str) -> str:
     return spec if ":" in spec else f"{spec}:0"
 
 
-def remember(new: tf.data.Dataset, original: tf.data.Dataset, captures: Captures,
+def remember(new: tf.data.Dataset, keep: Iterable[Any], captures: Captures,
              extra: Iterable[Any] = ()) -> tf.data.Dataset:
-    """Keep ``original`` (its Python functions and generators) alive with ``new``, and record
-    the live captures so rebuilding ``new`` again binds the same state."""
-    object.__setattr__(new, LIVE_ATTR, _Live(dict(captures), (original, *extra)))
+    """Keep ``keep`` (the user's traced functions: their Python functions and generators) alive
+    with ``new``, and record the live captures so rebuilding ``new`` again binds the same state."""
+    object.__setattr__(new, LIVE_ATTR, _Live(dict(captures), (*keep, *extra)))
     return new

@@ -42,6 +42,6 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
             graph_def, _ = graph_edits.set_prefetch(graph_def, after, int(change.value))
         else:
             raise ValueError(f"unknown change {change.what!r}")
-    new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec,
-                                             captures=live_state.live_captures(ds), keepalive=ds)
+    captures, keep = live_state.state_of(ds)
+    new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec, captures=captures, keepalive=keep)
     return new.with_options(options) if options is not None else new
