@@ -19,6 +19,7 @@ from typing import Any, Callable
 import psutil
 
 from ..engine import baselines, optimize, pick_best, trace, walk
+from ..host.machine import available_cores
 from ..engine.measuring import measure
 from ..tfdata.graph import dataset_at, serialized_graph
 from . import pipelines as bench_pipelines
@@ -35,7 +36,8 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": psutil.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+    return {"cpu": cpu, "cores": available_cores(), "host_cores": psutil.cpu_count(),
+            "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "tensorflow": tf.__version__, "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M")}
 

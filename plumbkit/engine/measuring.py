@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
+from ..model.costs import Calibration
 from ..tfdata.disk import measure_read_bandwidth
 from ..tfdata.run import ideal_throughput, measurable
 from .trace_result import Trace
@@ -20,13 +21,26 @@ if TYPE_CHECKING:
 #: ``on_progress(message, fraction done)`` for long operations.
 Progress = Callable[[str, float], None]
 
-__all__ = ["Progress", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
+__all__ = ["Progress", "calibrated_measure", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
 
 
-def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None) -> Trace:
-    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first)."""
+def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None,
+            calibrate: bool | Calibration = False) -> Trace:
+    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first).
+
+    Not calibrated by default (a throughput measurement needs none); ``calibrate=True`` where a
+    decision is made from the trace, or a :class:`Calibration` to reuse (a rebuilt pipeline).
+    """
     return trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
-                 min_seconds=min(2.0, seconds))
+                 min_seconds=min(2.0, seconds), calibrate=calibrate)
+
+
+def calibrated_measure(ds: "tf.data.Dataset", t: Trace) -> Trace:
+    """``t`` (a measurement of ``ds``) with per-operator costs calibrated, if it has none yet."""
+    if t.calibrated:
+        return t
+    from .calibration import calibrated
+    return calibrated(measurable(ds), t)
 
 
 def disk_bound(t: Trace, *, parallelism: int) -> float | None:

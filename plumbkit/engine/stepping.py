@@ -14,7 +14,7 @@ from ..model.plan import Change
 from ..planning.decisions import bottleneck_choice
 from ..tfdata.graph import resolve_pipeline
 from ..tfdata.rebuild import apply_changes
-from .measuring import measure
+from .measuring import calibrated_measure, measure
 from .trace_result import Trace
 from .tracing import PipelineLike
 
@@ -54,14 +54,20 @@ def _choose(t: Trace, policy: str, rng: random.Random) -> str | None:
 
 def step_from(ds: "tf.data.Dataset", before: Trace, *, policy: str, rng: random.Random,
               seconds: float, cores: int | None) -> Step:
-    """One step from ``ds`` whose trace is ``before`` (walks and the stepping widget chain these)."""
+    """One step from ``ds`` whose trace is ``before`` (walks and the stepping widget chain these).
+
+    The bottleneck is chosen on calibrated costs: ``before`` is calibrated first if it is not,
+    and the new pipeline's trace reuses that calibration (same operators, new parallelism).
+    """
+    if policy == "bottleneck":
+        before = calibrated_measure(ds, before)
     name = _choose(before, policy, rng)
     if name is None:
         return Step(dataset=ds, operator=None, parallelism=None, before=before, after=None)
     label = before.pipeline[name].label
     value = _current_parallelism(before, name) + 1
     new = apply_changes(ds, [Change("parallelism", label, name, value, f"{policy} step")])
-    after = measure(new, seconds=seconds, cores=cores)
+    after = measure(new, seconds=seconds, cores=cores, calibrate=before.calibration or False)
     return Step(dataset=new, operator=label, parallelism=value, before=before, after=after)
 
 
@@ -70,7 +76,7 @@ def step(pipeline: PipelineLike, *, policy: str = "bottleneck", seed: int | None
     """Trace, give one more unit of parallelism to the bottleneck (or a random tunable operator),
     rebuild, and measure the new pipeline."""
     ds = resolve_pipeline(pipeline)
-    before = measure(ds, seconds=seconds, cores=cores)
+    before = measure(ds, seconds=seconds, cores=cores, calibrate=policy == "bottleneck")
     return step_from(ds, before, policy=policy, rng=random.Random(seed), seconds=seconds, cores=cores)
 
 
@@ -122,7 +128,7 @@ def walk(pipeline: PipelineLike, *, steps: int = 5, policy: str = "bottleneck", 
     """Repeat :func:`step` ``steps`` times; each step's trace is the next step's starting point."""
     ds = resolve_pipeline(pipeline)
     rng = random.Random(seed)
-    result = Walk(policy=policy, start=measure(ds, seconds=seconds, cores=cores))
+    result = Walk(policy=policy, start=measure(ds, seconds=seconds, cores=cores, calibrate=policy == "bottleneck"))
     current, before = ds, result.start
     for _ in range(steps):
         s = step_from(current, before, policy=policy, rng=rng, seconds=seconds, cores=cores)

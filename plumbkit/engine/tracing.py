@@ -7,11 +7,13 @@ import os
 import random
 from typing import TYPE_CHECKING, Callable, Union
 
+from ..model.costs import Calibration
 from ..model.errors import PipelineError
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, Snapshot
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.tracer import Tracer
+from .calibration import calibrated
 from .trace_result import Trace, build_trace
 
 if TYPE_CHECKING:
@@ -56,7 +58,8 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
           max_batches: int | None = None, min_seconds: float = 2.0, converge: bool = True,
           sample_fraction: float | None = None, warmup_batches: int = 0,
           on_update: Callable[[Trace], None] | None = None,
-          tracer_ready: Callable[[Tracer], None] | None = None) -> Trace:
+          tracer_ready: Callable[[Tracer], None] | None = None,
+          calibrate: bool | Calibration = True) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
@@ -65,6 +68,13 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     running :class:`Tracer` so a caller can ``stop()`` it. A KeyboardInterrupt ends the trace
     early and keeps what was measured (``trace.ended == "interrupted"``). ``warmup_batches``
     are consumed before measuring (one epoch fills a cache, so the trace sees steady state).
+
+    ``calibrate`` (default): once the trace ends, each operator runs alone for a moment (about
+    0.3 s each, :mod:`plumbkit.engine.calibration`) so its CPU is CPU and its waiting is waiting;
+    until then, and with ``calibrate=False``, CPU shares are traced wall time, scaled to the
+    process CPU (``trace.calibrated`` says which). Pass a :class:`Calibration` to reuse one
+    (operators matched by label). ``on_update`` gets the uncalibrated trace when the live
+    phase ends, then the calibrated one is returned.
     """
     ds = resolve_pipeline(pipeline)
     model = pipeline_of(ds)
@@ -93,7 +103,20 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                          source_exact=exact)
     if raw.ended == "error":
         result.notes = (*result.notes, f"the pipeline raised while tracing: {raw.error}")
+    if calibrate is not False and raw.ended not in ("error", "interrupted") and result.throughput > 0:
+        if on_update is not None:
+            on_update(result)
+        result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None)
     return result
+
+
+def _calibrated(ds, result: Trace, reuse: Calibration | None) -> Trace:
+    """The calibration phase; an interrupt keeps the uncalibrated trace (labelled so)."""
+    try:
+        return calibrated(ds, result, reuse=reuse)
+    except KeyboardInterrupt:
+        result.notes = (*result.notes, "calibration interrupted: CPU shares are traced wall time")
+        return result
 
 
 __all__ = ["PipelineLike", "trace", "source_file_sizes", "PipelineError"]

@@ -36,8 +36,9 @@ from ..model.pipeline import Operator, Pipeline
 from . import graph_edits
 from .graph import dataset_at
 
-#: Inputs cached per operator (its real inputs, computed once by the pipeline below it).
-SAMPLE_ELEMENTS = 32
+#: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
+#: most; fewer (not under MIN_SAMPLE) when computing them would take over SAMPLE_SECONDS.
+SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
 #: Process CPU seconds one timed run of an operator aims at.
 TARGET_CPU_SECONDS = 0.02
 #: Wall seconds one ``next()`` of the driver aims at (it consumes many elements inside TensorFlow).
@@ -65,6 +66,7 @@ class Hint:
 
     wall_per_element: float | None = None  # traced self time per element produced (per call)
     inputs_per_element: float | None = None  # elements read per element produced
+    input_rate: float | None = None  # elements per second its input produced in the pipeline
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
 
 
@@ -194,7 +196,7 @@ def _medians(runs: list[_Run]) -> tuple[float, float, int]:
 def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
     """CPU per element produced: the operator over its cached sample, minus the sample read
     alone (per input, times the inputs it reads per element), interleaved, medians."""
-    sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], SAMPLE_ELEMENTS, 1)
+    sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], sample_size(hint), 1)
     first = _built(sampled, op.name, options)
     c0 = time.process_time()
     outputs = _count(first)  # computes and caches the sample, instantiates the functions
@@ -228,6 +230,14 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, hint, ratio * b_wall)
     return cost
+
+
+def sample_size(hint: Hint) -> int:
+    """Inputs to cache: SAMPLE_ELEMENTS, fewer when the pipeline below produces them slowly
+    (computing the sample should take at most SAMPLE_SECONDS)."""
+    if hint.input_rate:
+        return _clamp(min(SAMPLE_ELEMENTS, SAMPLE_SECONDS * hint.input_rate), MIN_SAMPLE, SAMPLE_ELEMENTS)
+    return SAMPLE_ELEMENTS
 
 
 def _probe_wanted(op: Operator, hint: Hint, cpu: float) -> bool:

@@ -416,7 +416,10 @@ def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]"
 def pipeline_of(ds: tf.data.Dataset) -> Pipeline:
     """plumbkit's model of ``ds``: operators, tunables, functions, files, randomness."""
     graph_def, problems = serialized_graph(ds)
-    return pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    pipeline = pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    # The pool tf.data runs parallel calls on (0: its default, one thread per core).
+    threadpool = ds.options().threading.private_threadpool_size or 0
+    return dataclasses.replace(pipeline, options={**pipeline.options, "threadpool": int(threadpool)})
 
 
 def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:
