@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import statistics  # noqa: E402
 import time  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
@@ -15,24 +16,38 @@ tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
 
 
-def isolated_seconds_per_element(fn, *, n: int = 600, dtype=tf.int64) -> float:
-    """Seconds ``fn`` costs per element, measured alone and sequentially (one thread: wall = CPU).
-
-    Drives the map with batched output (Python's per-element cost would swamp cheap maps)
-    and subtracts the same pipeline without the map.
+def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5) -> float:
+    """CPU seconds ``fn`` costs per element, alone over a cheap source (``range``) in the
+    execution mode ``options`` set (None: TensorFlow's defaults), timed by the process CPU
+    clock, the output driven by ``reduce`` (no Python per element), minus the same source
+    without ``fn``; runs interleaved, medians. Independent of plumbkit's own code: the truth
+    the estimates are checked against.
     """
-    def run(with_fn: bool) -> float:
+    def runner(with_fn: bool):
         ds = tf.data.Dataset.range(n)
         if with_fn:
             ds = ds.map(fn)
-        ds = ds.batch(100).with_options(sequential_options())
-        for _ in ds:  # warm-up: function tracing, thread start
-            break
-        t0 = time.perf_counter()
-        for _ in ds:
-            pass
-        return time.perf_counter() - t0
-    return max(1e-9, (min(run(True) for _ in range(3)) - min(run(False) for _ in range(3))) / n)
+        if options is not None:
+            ds = ds.with_options(options)
+        run = tf.function(lambda: ds.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+        run()  # traced once, warm
+        return run
+
+    runs = {True: runner(True), False: runner(False)}
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for key in ((True, False) if r % 2 == 0 else (False, True)):
+            c0 = time.process_time()
+            runs[key]()
+            times[key].append(time.process_time() - c0)
+    return max(1e-9, (statistics.median(times[True]) - statistics.median(times[False])) / n)
+
+
+def isolated_seconds_per_element(fn, *, n: int = 400, dtype=tf.int64) -> float:
+    """Seconds ``fn`` costs per element alone, run as written and sequentially with intra-op
+    pinned to one thread (the pinned tests' execution mode), in process CPU time (on a busy
+    machine wall time would count waiting for a core)."""
+    return cpu_seconds_per_element(fn, sequential_options(), n=n)
 
 
 def heavy(x):

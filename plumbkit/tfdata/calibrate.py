@@ -41,6 +41,8 @@ from .graph import dataset_at
 SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
 #: Process CPU seconds one timed run of an operator aims at.
 TARGET_CPU_SECONDS = 0.02
+#: Elements pulled before timing (the iterator's start-up, buffers filled).
+WARM_ELEMENTS = 4
 #: Wall seconds one ``next()`` of the driver aims at (it consumes many elements inside TensorFlow).
 NEXT_SECONDS = 0.003
 #: Quiet means: less than this share of one core used over QUIET_STEP_SECONDS.
@@ -123,31 +125,47 @@ class _Run:
     cpu: float
     wall: float
     elements: int
+    per_next: int = 1
 
 
 class _Driver:
-    """Pulls elements from one long-lived iterator in chunks, with no Python per element.
+    """Pulls elements from one long-lived iterator inside TensorFlow (a graph loop calling
+    ``get_next``: no Python per element), so the iterator's start-up (threads, function
+    instantiation, tf.data's static rewrites) is paid once, outside the timed runs.
 
-    ``shard(k, k - 1)`` makes each ``next()`` consume ``k`` elements inside TensorFlow (its
-    input's elements are produced in full, then dropped: the skipped elements cost their work,
-    checked per operator kind against a batched drive), so a chunk of ``chunk * k`` elements
-    costs a few Python calls, and the iterator's start-up (threads, function instantiation,
-    tf.data's static rewrites) is paid once, outside the timed chunks.
+    The operator under test is pulled one element per loop step, as a consumer that works on
+    each element pulls it (behind a consumer that never waits, a parallel map's threads spend
+    measurably less CPU than in a pipeline or under ``reduce``). Its input alone is pulled with
+    as many loop steps, each consuming ``per_next`` elements (``shard(k, k - 1)``: the skipped
+    elements are produced in full), so the loop's own cost cancels.
     """
 
     def __init__(self, ds: tf.data.Dataset, per_next: int):
         self.per_next = max(1, per_next)
-        self._it = iter(ds.shard(self.per_next, self.per_next - 1))
+        iterator = iter(ds.shard(self.per_next, self.per_next - 1) if self.per_next > 1 else ds)
+
+        @tf.function(autograph=False)
+        def pull(steps):
+            return tf.while_loop(lambda i: i < steps, lambda i: _step(iterator, i), [tf.constant(0, tf.int64)])
+
+        self._iterator = iterator
+        self._pull = pull.get_concrete_function(tf.TensorSpec([], tf.int64))
 
     def run(self, nexts: int) -> _Run:
-        """``nexts`` chunks. Timed from quiet to quiet: the operator's threads keep filling their
-        buffers after the last ``next()``, and that work belongs to this run (the run starts
-        with full buffers and ends with full buffers, so it did exactly its elements' work)."""
+        """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
+        their buffers after the last step, and that work belongs to this run (it starts and ends
+        with full buffers, so it did exactly its elements' work)."""
         c0, w0 = time.process_time(), time.perf_counter()
-        for _ in range(nexts):
-            next(self._it)
+        self._pull(tf.constant(nexts, tf.int64))
         wall = time.perf_counter() - w0
-        return _Run(_quiet() - c0, wall, nexts * self.per_next)
+        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next)
+
+
+def _step(iterator, i):
+    """One loop step: pull an element (its value unused, the pull is what costs)."""
+    element = iterator.get_next()
+    with tf.control_dependencies(tf.nest.flatten(element)):
+        return [i + 1]
 
 
 def _quiet(step: float = QUIET_STEP_SECONDS, max_wait: float = 0.5) -> float:
@@ -177,12 +195,13 @@ def _chunk(seconds_per_element: float, target: float) -> int:
     return _clamp(target / max(seconds_per_element, 1e-7), 1, 200_000)
 
 
-def _nexts(one: _Run) -> int:
-    """``next()`` calls per timed run, from one call: about TARGET_CPU_SECONDS of CPU, and never
-    more than TARGET_WALL_SECONDS of wall time (operators that wait)."""
-    by_cpu = TARGET_CPU_SECONDS / max(one.cpu, 1e-6)
-    by_wall = TARGET_WALL_SECONDS / max(one.wall, 1e-6)
-    return _clamp(min(by_cpu, by_wall), 1, 1000)
+def _nexts(trial: _Run) -> int:
+    """``next()`` calls per timed run, from a trial run: about TARGET_CPU_SECONDS of CPU, and
+    never more than TARGET_WALL_SECONDS of wall time (operators that wait)."""
+    calls = trial.elements / trial.per_next
+    by_cpu = TARGET_CPU_SECONDS / max(trial.cpu / calls, 1e-7)
+    by_wall = TARGET_WALL_SECONDS / max(trial.wall / calls, 1e-7)
+    return _clamp(min(by_cpu, by_wall), 1, 100_000)
 
 
 def _medians(runs: list[_Run]) -> tuple[float, float, int]:
@@ -212,11 +231,11 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     inputs = _count(_built(again, repeat, None))
     ratio = inputs / outputs  # inputs read per element produced, on this sample
     per_output = hint.wall_per_element or first_cpu / outputs
-    with_op = _Driver(_built(forever, top, options), _chunk(per_output, NEXT_SECONDS))
-    without = _Driver(_built(forever, repeat, options), max(1, round(with_op.per_next * ratio)))
-    without.run(1)
-    with_op.run(1)  # start-up: threads, function instantiation, tf.data's rewrites
-    nexts = _nexts(with_op.run(1))  # as many as make a run cost TARGET_CPU_SECONDS (or wall)
+    with_op = _Driver(_built(forever, top, options), 1)
+    without = _Driver(_built(forever, repeat, options), max(1, round(ratio)))
+    without.run(WARM_ELEMENTS)
+    with_op.run(WARM_ELEMENTS)  # start-up: threads, function instantiation, tf.data's rewrites
+    nexts = _nexts(with_op.run(_clamp(NEXT_SECONDS / max(per_output, 1e-6), 1, 1000)))
     a_runs, b_runs = [], []
     for r in range(ROUNDS):
         pair = [(with_op, a_runs), (without, b_runs)]
