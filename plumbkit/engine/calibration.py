@@ -9,6 +9,7 @@ of the optimizer): operators are matched by label, and only new ones are calibra
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Callable
 
 from ..model.costs import Calibration
@@ -24,6 +25,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
     """What the trace says about each operator, to size its calibration runs."""
     visits = {o.name: o.visit_ratio for o in trace.ops}
     rates = {o.name: o.elements_per_second for o in trace.ops}
+    sizes = {o.name: o.cardinality for o in trace.ops}
     out = {}
     for o in trace.ops:
         if o.injected or o.name not in trace.pipeline.operators:
@@ -32,8 +34,14 @@ def hints(trace: Trace) -> dict[str, Hint]:
         child = visits.get(op.inputs[0]) if len(op.inputs) == 1 else None
         per = child / o.visit_ratio if child and o.visit_ratio else None
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
-                           input_rate=rates.get(op.inputs[0]) if op.inputs else None, active=o.elements > 0)
+                           input_rate=rates.get(op.inputs[0]) if op.inputs else None,
+                           input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
+                           active=o.elements > 0)
     return out
+
+
+def _finite(n: float | None) -> int | None:
+    return int(n) if n is not None and math.isfinite(n) else None
 
 
 def calibrated(ds: "tf.data.Dataset", trace: Trace, *, reuse: Calibration | None = None,

@@ -23,6 +23,7 @@ phase, after a live trace, never during one.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import tensorflow as tf
+from tensorflow.python.data.util import structure
+from tensorflow.python.ops import gen_dataset_ops
 
 from ..model.costs import ALONE, SOURCE, Calibration, OperatorCost
 from ..model.pipeline import Operator, Pipeline
@@ -43,6 +46,8 @@ SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
 TARGET_CPU_SECONDS = 0.02
 #: Elements pulled before timing (the iterator's start-up, buffers filled).
 WARM_ELEMENTS = 4
+#: Loop steps one timed run takes: at most MAX_STEPS, at least MIN_STEPS unless it waits.
+MAX_STEPS, MIN_STEPS = 100_000, 16
 #: Wall seconds one ``next()`` of the driver aims at (it consumes many elements inside TensorFlow).
 NEXT_SECONDS = 0.003
 #: Quiet means: less than this share of one core used over QUIET_STEP_SECONDS.
@@ -57,6 +62,9 @@ PROBE_WALL_SECONDS = 0.06
 #: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
 PROBE_CANDIDATE_RATIO = 1.5
 MAX_REPEATS = 1_000_000
+#: Kinds that make at least one element of every input (or batch of inputs): run on a sample
+#: repeated forever, they never starve (others are first counted on one pass of the sample).
+NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
 #: Kinds that pass elements on without work of their own: the trace's figures stand.
 PASS_THROUGH_KINDS = frozenset({"prefetch", "cache", "repeat", "take", "skip", "shard",
                                 "assert_cardinality", "options"})
@@ -69,6 +77,7 @@ class Hint:
     wall_per_element: float | None = None  # traced self time per element produced (per call)
     inputs_per_element: float | None = None  # elements read per element produced
     input_rate: float | None = None  # elements per second its input produced in the pipeline
+    input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
 
 
@@ -142,30 +151,39 @@ class _Driver:
 
     def __init__(self, ds: tf.data.Dataset, per_next: int):
         self.per_next = max(1, per_next)
-        iterator = iter(ds.shard(self.per_next, self.per_next - 1) if self.per_next > 1 else ds)
-
-        @tf.function(autograph=False)
-        def pull(steps):
-            return tf.while_loop(lambda i: i < steps, lambda i: _step(iterator, i), [tf.constant(0, tf.int64)])
-
-        self._iterator = iterator
-        self._pull = pull.get_concrete_function(tf.TensorSpec([], tf.int64))
+        ds = ds.shard(self.per_next, self.per_next - 1) if self.per_next > 1 else ds
+        self._iterator = iter(ds)
+        self._handle = self._iterator._iterator_resource  # noqa: SLF001 - the iterator's resource
+        self._pull = _puller(tuple(structure.get_flat_tensor_types(ds.element_spec)),
+                             tuple(tuple(s.as_list()) if s.rank is not None else None
+                                   for s in structure.get_flat_tensor_shapes(ds.element_spec)))
 
     def run(self, nexts: int) -> _Run:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
         c0, w0 = time.process_time(), time.perf_counter()
-        self._pull(tf.constant(nexts, tf.int64))
+        self._pull(self._handle, tf.constant(nexts, tf.int64))
         wall = time.perf_counter() - w0
         return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next)
 
 
-def _step(iterator, i):
-    """One loop step: pull an element (its value unused, the pull is what costs)."""
-    element = iterator.get_next()
-    with tf.control_dependencies(tf.nest.flatten(element)):
-        return [i + 1]
+@functools.lru_cache(maxsize=64)
+def _puller(types: tuple, shapes: tuple):
+    """A graph loop pulling ``steps`` elements from an iterator given by its resource handle,
+    traced once per element structure (tracing is slow: not once per operator)."""
+    output_shapes = [tf.TensorShape(s) for s in shapes]
+
+    def step(handle, i):
+        element = gen_dataset_ops.iterator_get_next(handle, output_types=list(types), output_shapes=output_shapes)
+        with tf.control_dependencies(element):  # the pull is what costs; its value is unused
+            return i + 1
+
+    @tf.function(autograph=False)
+    def pull(handle, steps):
+        return tf.while_loop(lambda i: i < steps, lambda i: step(handle, i), [tf.constant(0, tf.int64)])
+
+    return pull.get_concrete_function(tf.TensorSpec([], tf.resource), tf.TensorSpec([], tf.int64))
 
 
 def _quiet(step: float = QUIET_STEP_SECONDS, max_wait: float = 0.5) -> float:
@@ -215,27 +233,29 @@ def _medians(runs: list[_Run]) -> tuple[float, float, int]:
 def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
     """CPU per element produced: the operator over its cached sample, minus the sample read
     alone (per input, times the inputs it reads per element), interleaved, medians."""
-    sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], sample_size(hint), 1)
-    first = _built(sampled, op.name, options)
-    c0 = time.process_time()
-    outputs = _count(first)  # computes and caches the sample, instantiates the functions
-    first_cpu = time.process_time() - c0
-    if outputs <= 0:
-        return OperatorCost(op.name, op.label, None, how="produced nothing from its sample: from the trace")
+    size = sample_size(hint)
+    ratio = hint.inputs_per_element if op.kind in NEVER_EMPTY_KINDS else None
+    if ratio is None:  # an operator that may drop elements: count what it makes of its sample
+        sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, 1)
+        first = _built(sampled, op.name, options)
+        outputs = _count(first)  # computes and caches the sample, instantiates the functions
+        if outputs <= 0:
+            return OperatorCost(op.name, op.label, None, how="produced nothing from its sample: from the trace")
+        inputs = size if hint.input_cardinality is None else min(size, hint.input_cardinality)
+        ratio = inputs / outputs  # inputs read per element produced, on this sample
+    else:
+        sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
+        first = _built(sampled, op.name, options)
     # Serialized again, the cache node holds the handle of ``first``'s cache: datasets rebuilt
-    # from this graph read the sample already computed (it is never computed twice).
+    # from this graph read the sample once it is computed (it is never computed twice).
     again = graph_edits.graph_def_of(first, allow_external_state=True)
     top = graph_edits.root_name(again)
     repeat = graph_edits.input_of(again, top)
     forever = graph_edits.set_count(again, repeat, -1)
-    inputs = _count(_built(again, repeat, None))
-    ratio = inputs / outputs  # inputs read per element produced, on this sample
-    per_output = hint.wall_per_element or first_cpu / outputs
     with_op = _Driver(_built(forever, top, options), 1)
+    nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
     without = _Driver(_built(forever, repeat, options), max(1, round(ratio)))
     without.run(WARM_ELEMENTS)
-    with_op.run(WARM_ELEMENTS)  # start-up: threads, function instantiation, tf.data's rewrites
-    nexts = _nexts(with_op.run(_clamp(NEXT_SECONDS / max(per_output, 1e-6), 1, 1000)))
     a_runs, b_runs = [], []
     for r in range(ROUNDS):
         pair = [(with_op, a_runs), (without, b_runs)]
@@ -260,9 +280,27 @@ def sample_size(hint: Hint) -> int:
 
 
 def _probe_wanted(op: Operator, hint: Hint, cpu: float) -> bool:
-    if op.holds_gil or hint.wall_per_element is None:
+    """Python operators always (they may wait); others when the trace saw them spend well
+    above their CPU per element (an operator fused away by tf.data shows no time of its own)."""
+    if op.holds_gil:
         return True
-    return hint.wall_per_element > PROBE_CANDIDATE_RATIO * cpu
+    return hint.wall_per_element is not None and hint.wall_per_element > PROBE_CANDIDATE_RATIO * cpu
+
+
+def _grown(driver: "_Driver", start: int = WARM_ELEMENTS) -> int:
+    """Steps per timed run: grown from ``start`` until a run costs about TARGET_CPU_SECONDS of
+    CPU or TARGET_WALL_SECONDS of wall time (the growing runs also warm the iterator up)."""
+    steps = start
+    driver.run(steps)  # the iterator's start-up (and the sample, computed once)
+    driver.run(steps)  # buffers refilled after it
+    while steps < MAX_STEPS:
+        trial = driver.run(steps)
+        if trial.wall >= TARGET_WALL_SECONDS / 2:
+            return max(1, _nexts(trial))  # an operator that waits: few, long steps
+        if trial.cpu >= TARGET_CPU_SECONDS / 2:
+            return max(MIN_STEPS, _nexts(trial))
+        steps = min(MAX_STEPS, steps * 4)
+    return steps
 
 
 def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wall: float) -> OperatorCost:
@@ -273,11 +311,14 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wa
     sequential = tf.data.Options()
     sequential.experimental_optimization.map_parallelization = False
     probe_options = options.merge(sequential) if options is not None else sequential
-    guess = max(hint.wall_per_element or 0.0, cost.wall_per_element or 0.0, cost.cpu_per_element or 0.0)
-    driver = _Driver(_built(graph_def, top, probe_options), _chunk(guess, NEXT_SECONDS))
-    driver.run(1)  # warm: the iterator, the first Python call
-    one = driver.run(1)
-    run = driver.run(_clamp(PROBE_WALL_SECONDS / max(one.wall, 1e-6), 1, 1000))
+    driver = _Driver(_built(graph_def, top, probe_options), 1)
+    driver.run(2)  # warm: the iterator, the first Python call
+    steps = 2
+    while True:
+        run = driver.run(steps)
+        if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
+            break
+        steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
     return _replace(cost, latency_per_element=max(0.0, run.wall / run.elements - read_wall),
                     probe_cpu_per_element=run.cpu / run.elements)
 
@@ -290,8 +331,7 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     guess = hint.wall_per_element or 2e-5
     base = _built(graph_def, op.name, options).repeat()
     driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
-    driver.run(1)
-    nexts = _nexts(driver.run(1))
+    nexts = _grown(driver, 1)
     runs = [driver.run(nexts) for _ in range(ROUNDS)]
     cpu, wall, n = _medians(runs)
     return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=wall,
