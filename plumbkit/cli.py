@@ -68,7 +68,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from .engine import trace
-    traced = trace(_load_pipeline(args.pipeline), seconds=args.seconds)
+    traced = trace(_load_pipeline(args.pipeline), seconds=args.seconds, calibrate=not args.no_calibrate)
     print(traced)
     if args.save:
         traced.save(args.save)
@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("pipeline")
     trace.add_argument("--seconds", type=float, default=10.0)
     trace.add_argument("--save", help="write the trace as JSON")
+    trace.add_argument("--no-calibrate", action="store_true",
+                       help="skip running each operator alone after the trace (CPU shares stay "
+                            "traced wall time)")
     trace.set_defaults(func=cmd_trace)
     try:
         from . import bench

@@ -20,27 +20,32 @@ def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5) 
     """CPU seconds ``fn`` costs per element, alone over a cheap source (``range``) in the
     execution mode ``options`` set (None: TensorFlow's defaults), timed by the process CPU
     clock, the output driven by ``reduce`` (no Python per element), minus the same source
-    without ``fn``; runs interleaved, medians. Independent of plumbkit's own code: the truth
-    the estimates are checked against.
+    without ``fn``; ``n`` elements minus ``n / 4`` (so each run's start-up — threads, function
+    instantiation — cancels); runs interleaved, medians. Independent of plumbkit's own code:
+    the truth the estimates are checked against.
     """
-    def runner(with_fn: bool):
-        ds = tf.data.Dataset.range(n)
+    def runner(with_fn: bool, count: int):
+        ds = tf.data.Dataset.range(count)
         if with_fn:
             ds = ds.map(fn)
         if options is not None:
             ds = ds.with_options(options)
-        run = tf.function(lambda: ds.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+        run = tf.function(lambda: ds.reduce(tf.constant(0, tf.int64), lambda c, _: c + 1))
         run()  # traced once, warm
         return run
 
-    runs = {True: runner(True), False: runner(False)}
-    times: dict[bool, list[float]] = {True: [], False: []}
+    small = n // 4
+    runs = {(f, k): runner(f, k) for f in (True, False) for k in (n, small)}
+    times: dict[tuple, list[float]] = {key: [] for key in runs}
     for r in range(rounds):
-        for key in ((True, False) if r % 2 == 0 else (False, True)):
+        for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
             c0 = time.process_time()
             runs[key]()
             times[key].append(time.process_time() - c0)
-    return max(1e-9, (statistics.median(times[True]) - statistics.median(times[False])) / n)
+    med = {key: statistics.median(v) for key, v in times.items()}
+    with_fn = med[(True, n)] - med[(True, small)]
+    without = med[(False, n)] - med[(False, small)]
+    return max(1e-9, (with_fn - without) / (n - small))
 
 
 def isolated_seconds_per_element(fn, *, n: int = 400, dtype=tf.int64) -> float:

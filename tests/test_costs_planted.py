@@ -90,3 +90,17 @@ def neighbour():
 
 def test_rates_hold_while_a_neighbour_burns_one_core(neighbour):
     _check(*_measure(), tolerance=0.30)
+
+
+def test_live_updates_say_wall_time_until_the_calibrated_trace_arrives():
+    """While the pipeline runs, the CPU shares are traced wall time, labelled so; calibration is
+    its own phase after the live trace (about 3 s)."""
+    from plumbkit.engine.tracing import CALIBRATING_NOTE, LIVE_NOTE
+    updates = []
+    final = plumbkit.trace(lambda: tf.data.Dataset.range(10**9).map(parse).batch(BATCH), seconds=1,
+                           converge=False, on_update=updates.append)
+    assert updates and all(not u.calibrated for u in updates)
+    assert LIVE_NOTE in updates[0].notes and CALIBRATING_NOTE in updates[-1].notes
+    assert "wall" in str(updates[0]) and "(w)" in str(updates[0])
+    assert final.calibrated and LIVE_NOTE not in final.notes and CALIBRATING_NOTE not in final.notes
+    assert final.op("map(parse)").cpu_from == "calibrated alone" and "(c)" in str(final)

@@ -122,6 +122,9 @@ def test_a_sleeping_generator_is_latency_bound_and_interleaving_copies_is_offere
     source = trace.op("from_generator")
     assert source.bound == "latency" and source.holds_gil and trace.bottleneck.label == "from_generator", str(trace)
     assert source.latency_per_element == pytest.approx(0.015 + 0.03 / 3, rel=0.3), str(trace)
+    html = trace._repr_html_()  # the table says how each operator is bound and who holds the GIL
+    assert "<th>bound</th>" in html and "<th>GIL</th>" in html and "<td>latency</td>" in html
+    assert "nobody" in str(trace) and "calibrated alone" in str(trace)
     plan = decide(trace, memory_budget=0, cache=False, prefetch=False)
     assert plan.predicted_throughput == pytest.approx(trace.throughput, rel=0.25), (plan.predicted_throughput, str(trace))
     assert not any(c.what == "interleave_sources" for c in plan.changes)  # never applied silently

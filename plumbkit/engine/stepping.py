@@ -66,7 +66,14 @@ def step_from(ds: "tf.data.Dataset", before: Trace, *, policy: str, rng: random.
         return Step(dataset=ds, operator=None, parallelism=None, before=before, after=None)
     label = before.pipeline[name].label
     value = _current_parallelism(before, name) + 1
-    new = apply_changes(ds, [Change("parallelism", label, name, value, f"{policy} step")])
+    changes = [Change("parallelism", label, name, value, f"{policy} step")]
+    stats = before.op(name)
+    pool = before.analysis.threadpool or before.cores
+    if stats.bound == "latency" and value > pool:  # calls beyond tf.data's pool would only queue
+        root = before.pipeline.root
+        changes.append(Change("threadpool", before.pipeline[root].label, root, pool + 1,
+                              f"{label} waits: its calls need threads of their own"))
+    new = apply_changes(ds, changes)
     after = measure(new, seconds=seconds, cores=cores, calibrate=before.calibration or False)
     return Step(dataset=new, operator=label, parallelism=value, before=before, after=after)
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 PipelineLike = Union["tf.data.Dataset", Callable[[], "tf.data.Dataset"]]
+#: Said while the pipeline runs: the CPU shares shown are traced wall time, not yet CPU.
+LIVE_NOTE = ("CPU shares: traced wall time (it counts waiting for a core); each operator's CPU is "
+             "calibrated alone when the trace ends")
+CALIBRATING_NOTE = "calibrating: each operator runs alone for a moment (CPU shares so far: wall time)"
 #: Above this many files, the source size is estimated from a sample (statting is not free).
 MAX_FILES_STATTED = 10_000
 
@@ -86,9 +90,11 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     def snapshot_hook(raw: RawTrace) -> Callable[[Snapshot], None] | None:
         if on_update is None:
             return None
+        live = (*notes, LIVE_NOTE) if calibrate is not False else notes
+
         def hook(_: Snapshot) -> None:
             on_update(build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes,
-                                  notes=notes, source_exact=exact))
+                                  notes=live, source_exact=exact))
         return hook
 
     tracer = Tracer(ds, seconds=seconds, max_batches=max_batches, min_seconds=min_seconds,
@@ -105,7 +111,9 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         result.notes = (*result.notes, f"the pipeline raised while tracing: {raw.error}")
     if calibrate is not False and raw.ended not in ("error", "interrupted") and result.throughput > 0:
         if on_update is not None:
+            result.notes = (*result.notes, CALIBRATING_NOTE)
             on_update(result)
+            result.notes = result.notes[:-1]
         result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None)
     return result
 

@@ -61,7 +61,6 @@ PROBE_WALL_SECONDS = 0.06
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
 #: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
 PROBE_CANDIDATE_RATIO = 1.5
-MAX_REPEATS = 1_000_000
 #: Kinds that make at least one element of every input (or batch of inputs): run on a sample
 #: repeated forever, they never starve (others are first counted on one pass of the sample).
 NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
