@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from ..model.plan import CacheDecision, Change
+from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
 from ..tfdata.graph import pipeline_of, resolve_pipeline
@@ -55,6 +55,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     warmup_batches: int = 0  # batches consumed to fill the cache before measuring
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
+    options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
 
     @property
     def prediction_error(self) -> float:
@@ -74,6 +75,7 @@ class Plan:
         lines += [f"  - {c}" for c in self.changes]
         lines += [f"  {k}: {v:.2f} minibatches/s (measured)" for k, v in self.baselines.items()]
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  {o}" for o in self.options]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -91,7 +93,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ds = resolve_pipeline(pipeline)
     total = rounds + (4 if compare else 1)
     progress("tracing your pipeline", 0.0)
-    original = measure(ds, seconds=seconds, cores=cores)
+    original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
     user_root = pipeline_of(ds).root
     progress("measuring the consumer's ideal bound and the disk", 0.5 / total)
@@ -126,7 +128,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         # rewritten pipeline (keeping the cache and prefetch already placed). Its bound is the
         # prediction; the result is then measured separately.
         progress(f"round {r + 1}: LP on the rewritten pipeline", (r + 1) / total)
-        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores)
+        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores,
+                            calibrate=original.calibration or False)
         again = decide(rewritten, cores=cores, memory_budget=memory_budget,
                        root=pipeline_of(candidate).root, cache=False, prefetch=False, bounds=bounds,
                        disk_bound=None if cache.node else disk, include_overhead=True)
@@ -145,7 +148,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         measured_throughput=current_trace.throughput, baseline_throughput=original.throughput,
         lp=decisions.lp, cache=decisions.cache, theta_by_label=decisions.theta_by_label,
         trace=original, final_trace=current_trace, disk_bound=disk, bounds=bounds, notes=notes,
-        warmup_batches=warm,
+        warmup_batches=warm, options=decisions.options,
     )
     plan.baselines["yours"] = original.throughput
     plan.predictions["yours"] = original.lp_bound(cores)

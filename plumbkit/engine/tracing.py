@@ -8,11 +8,13 @@ import random
 import time
 from typing import TYPE_CHECKING, Callable, Union
 
+from ..model.costs import Calibration
 from ..model.errors import PipelineError
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, Snapshot
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.tracer import Tracer
+from .calibration import calibrated
 from .scheduler import INTERRUPTED, Cancelled, Operation, current, operation
 from .trace_result import Trace, build_trace
 
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 PipelineLike = Union["tf.data.Dataset", Callable[[], "tf.data.Dataset"]]
+#: Said while the pipeline runs: the CPU shares shown are traced wall time, not yet CPU.
+LIVE_NOTE = ("CPU shares: traced wall time (it counts waiting for a core); each operator's CPU is "
+             "calibrated alone when the trace ends")
+CALIBRATING_NOTE = "calibrating: each operator runs alone for a moment (CPU shares so far: wall time)"
 #: Above this many files, the source size is estimated from a sample (statting is not free).
 MAX_FILES_STATTED = 10_000
 
@@ -64,7 +70,8 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
           max_batches: int | None = None, min_seconds: float = 2.0, converge: bool = True,
           sample_fraction: float | None = None, warmup_batches: int = 0,
           on_update: Callable[[Trace], None] | None = None, update_interval: float = 0.0,
-          tracer_ready: Callable[[Tracer], None] | None = None, repeat_epochs: bool = True) -> Trace:
+          tracer_ready: Callable[[Tracer], None] | None = None, repeat_epochs: bool = True,
+          calibrate: bool | Calibration = True) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
@@ -82,6 +89,13 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     several epochs instead of ending after a fraction of a second. The trace's notes say so.
     An empty pipeline, one that produces nothing before the deadline, and one that fails before
     its first element raise :class:`PipelineError` with one line saying why.
+
+    ``calibrate`` (default): once the trace ends, each operator runs alone for a moment (about
+    0.3 s each, :mod:`plumbkit.engine.calibration`) so its CPU is CPU and its waiting is waiting;
+    until then, and with ``calibrate=False``, CPU shares are traced wall time, scaled to the
+    process CPU (``trace.calibrated`` says which). Pass a :class:`Calibration` to reuse one
+    (operators matched by label). ``on_update`` gets the uncalibrated trace when the live
+    phase ends, then the calibrated one is returned.
     """
     op = current()
     ds = resolve_pipeline(pipeline)
@@ -100,6 +114,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         if on_update is None:
             return None
         last = [-math.inf]
+        live = (*notes, LIVE_NOTE) if calibrate is not False else notes
 
         def hook(_: Snapshot) -> None:
             now = time.monotonic()
@@ -107,7 +122,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                 return  # the view would not draw it: spare the analysis
             last[0] = now
             on_update(build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes,
-                                  notes=notes, source_exact=exact))
+                                  notes=live, source_exact=exact))
         return hook
 
     tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
@@ -128,10 +143,28 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     notes = (*notes, *run_notes(model, raw, root_size, batches))
     result = build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
+    if calibrate is not False and not op.cancelled and raw.ended != "error" and result.throughput > 0:
+        if on_update is not None:
+            result.notes = (*result.notes, CALIBRATING_NOTE)
+            on_update(result)
+            result.notes = result.notes[:-1]
+        result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
     return result
+
+
+def _calibrated(ds, result: Trace, reuse: Calibration | None, op: Operation) -> Trace:
+    """The calibration phase; an interrupt keeps the uncalibrated trace (labelled so) and ends
+    the operation like any Ctrl-C."""
+    try:
+        return calibrated(ds, result, reuse=reuse)
+    except (KeyboardInterrupt, Cancelled):
+        result.notes = (*result.notes, "calibration interrupted: CPU shares are traced wall time")
+        if not op.cancelled:
+            op.cancel(INTERRUPTED)
+        return result
 
 
 def run_notes(model: Pipeline, raw: RawTrace, root_size: int, batches: int) -> list[str]:

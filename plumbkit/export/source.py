@@ -225,6 +225,36 @@ def _comment_above(site: _Site, tree: ast.AST, parents: dict[int, ast.AST], line
     return at, at, f"{indent}# plumbkit: {text}\n"
 
 
+#: The variable an exported cell builds tf.data's options in (for the thread pool).
+OPTIONS_NAME = "_plumbkit_options"
+_POOL_LINE = re.compile(rf"^(?P<indent>[ \t]*){OPTIONS_NAME}\.threading\.private_threadpool_size = (?P<value>\d+)$",
+                        re.MULTILINE)
+
+
+def _threadpool_edits(tree: ast.AST, source: str, site: _Site, parents: dict[int, ast.Call], size: int,
+                      alias: str) -> list[tuple[int, int, str]]:
+    """``private_threadpool_size = size`` in an options object built just before the statement
+    that builds the pipeline's last operator, and ``.with_options(...)`` after that operator
+    (or the size changed in place when the cell already has them: idempotent)."""
+    existing = _POOL_LINE.search(source)
+    if existing is not None:
+        return [(existing.start("value"), existing.end("value"), str(size))]
+    statement = min((n for n in ast.walk(tree) if isinstance(n, ast.stmt)
+                     and n.lineno <= site.call.lineno and n.end_lineno >= site.call.end_lineno),
+                    key=lambda n: n.end_lineno - n.lineno, default=None)
+    if statement is None:
+        raise CodegenError("no statement builds the pipeline in the cell")
+    line_start = _offsets(source)[statement.lineno]
+    indent = re.match(r"[ \t]*", source[line_start:]).group(0)
+    setup = (f"{indent}{OPTIONS_NAME} = {alias}.data.Options()\n"
+             f"{indent}{OPTIONS_NAME}.threading.private_threadpool_size = {size}\n")
+    parent = parents.get(id(site.call))
+    edits = [(line_start, line_start, setup)]
+    if parent is None or parent.func.attr != "with_options":
+        edits.append((site.end, site.end, f".with_options({OPTIONS_NAME})"))
+    return edits
+
+
 def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     """``source`` with ``changes`` applied at their call sites; raises CodegenError if one is missing.
 
@@ -283,6 +313,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
                 continue
             # Insertions at one spot keep plan order, so a cache comes before its prefetch.
             edits.append((site.end, site.end, text))
+        elif change.what == "threadpool":
+            edits.extend(_threadpool_edits(tree, masked, site, parents, int(change.value), alias))
         else:
             raise CodegenError(f"unknown change {change.what!r}")
     for site, values in parallelism.values():

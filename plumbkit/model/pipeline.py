@@ -107,6 +107,7 @@ class Operator:
     files: tuple[str, ...] = ()  # files this operator reads (statically known)
     deterministic: str | None = None  # the op's `deterministic` attribute where it has one
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)
+    holds_gil: bool = False  # runs Python (py_function, numpy_function, from_generator): one thread at a time
 
     @property
     def reads_files(self) -> bool:

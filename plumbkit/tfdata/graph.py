@@ -180,6 +180,16 @@ class _FunctionLibrary:
         self._random[name] = result
         return result
 
+    def calls_python(self, name: str, seen: set[str] | None = None) -> bool:
+        """Does ``name`` (transitively, generators included) run a Python function?"""
+        seen = seen if seen is not None else set()
+        if name in seen or name not in self.functions:
+            return False
+        seen.add(name)
+        fdef = self.functions[name]
+        return (any(n.op in PYTHON_OPS for n in fdef.node_def)
+                or any(self.calls_python(c, seen) for c in self.callees(fdef)))
+
     def _has_random_node(self, fdef) -> bool:
         nodes = {n.name: n for n in fdef.node_def}
         resource_args = {a.name for a in fdef.signature.input_arg if a.type == types_pb2.DT_RESOURCE}
@@ -275,6 +285,8 @@ def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
         return re.sub(r"V\d+$", "", readers[0])
     if kind == "from_tensor_slices" and tunables.get("is_files"):
         return "list_files"
+    if kind == "flat_map" and names == ["flat_map_fn"] and "GeneratorDataset" in inner_ops:
+        return "from_generator"  # Dataset.from_generator's own flat_map over generator ids
     if names:
         return f"{kind}({', '.join(names)})"
     inner = readers or [o for o in inner_ops if kind_of(o) not in (kind, "from_tensor_slices", "flat_map")]
@@ -341,6 +353,7 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
             functions=tuple(functions), label=_label(kind, node.op, functions, inner_ops, tunables),
             random=bool(random), files=tuple(files), deterministic=deterministic,
             inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
+            holds_gil=node.op in PYTHON_OPS or any(library.calls_python(f) for f in functions),
         )
         stack.extend(reversed(inputs))
     ordered = _preorder(operators, root)
@@ -423,7 +436,10 @@ def _what_to_pass_instead(value) -> str:
 def pipeline_of(ds: tf.data.Dataset) -> Pipeline:
     """plumbkit's model of ``ds``: operators, tunables, functions, files, randomness."""
     graph_def, problems = serialized_graph(ds)
-    return pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    pipeline = pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    # The pool tf.data runs parallel calls on (0: its default, one thread per core).
+    threadpool = ds.options().threading.private_threadpool_size or 0
+    return dataclasses.replace(pipeline, options={**pipeline.options, "threadpool": int(threadpool)})
 
 
 def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:

@@ -504,3 +504,41 @@ def _first_line(message: str) -> str:
     said = re.search(r"Failed to serialize[^\[]*", message)
     lines = message.strip().splitlines()
     return said.group(0).strip() if said else (lines[0] if lines else message)
+
+
+# -- calibration: an operator alone on a cached sample of its inputs --------------------------------
+
+def insert_sample(graph_def: GraphDef, below: str, count: int, repeats: int) -> tuple[GraphDef, str]:
+    """``below``'s first ``count`` elements, cached in memory and repeated ``repeats`` times
+    (``take(count).cache().repeat(repeats)``), spliced in where ``below`` was read.
+
+    Returns the new graph and the RepeatDataset's name (set its count with :func:`set_count`).
+    """
+    graph_def = _copy(graph_def)
+    target = _node(graph_def, _resolve(graph_def, below))
+    take = _insert_above(graph_def, target, "TakeDataset", count=_const(graph_def, count))
+    graph_def, cache = insert_cache(graph_def, take.name)
+    repeat = _insert_above(graph_def, _node(graph_def, cache), "RepeatDataset",
+                           count=_const(graph_def, repeats))
+    return graph_def, repeat.name
+
+
+def set_count(graph_def: GraphDef, node_name: str, count: int) -> GraphDef:
+    """The ``count`` argument of a Take/Repeat node set to ``count``."""
+    graph_def = _copy(graph_def)
+    _set_arg(graph_def, _node(graph_def, node_name), "count", count)
+    return _pruned(graph_def)
+
+
+def with_output(graph_def: GraphDef, node_name: str) -> GraphDef:
+    """The sub-pipeline ending at ``node_name``: the ``_Retval`` reads it, the rest is pruned."""
+    graph_def = _copy(graph_def)
+    retval = next(n for n in graph_def.node if n.op == "_Retval")
+    del retval.input[:]
+    retval.input.append(node_name)
+    return _pruned(graph_def)
+
+
+def input_of(graph_def: GraphDef, node_name: str) -> str:
+    """The dataset a unary transformation reads (its first input)."""
+    return _ref(_node(graph_def, node_name).input[0])

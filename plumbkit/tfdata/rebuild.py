@@ -25,6 +25,7 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
     """
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=allow_external_state)
     cached: dict[str, str] = {}  # operator -> the cache inserted above it
+    pool = tf.data.Options()
     order = {kind: i for i, kind in enumerate(CHANGE_KINDS)}
     for change in sorted(changes, key=lambda c: order.get(c.what, len(order))):
         if change.what == "remove":
@@ -40,8 +41,12 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
             # A prefetch belongs above a cache placed at the same operator, not under it.
             after = cached.get(change.node, change.node)
             graph_def, _ = graph_edits.set_prefetch(graph_def, after, int(change.value))
+        elif change.what == "threadpool":
+            pool.threading.private_threadpool_size = int(change.value)
         else:
             raise ValueError(f"unknown change {change.what!r}")
     captures, keep = live_state.state_of(ds)
     new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec, captures=captures, keepalive=keep)
+    if pool.threading.private_threadpool_size:
+        options = pool if options is None else options.merge(pool)
     return new.with_options(options) if options is not None else new
