@@ -1,29 +1,50 @@
-"""The full optimization and pick_best: trace -> decide -> rebuild -> measure, against baselines.
+"""The full optimization and pick_best: trace -> decide -> predict -> rebuild -> measure alike.
 
-Every throughput called *measured* here was measured in this process on the pipeline it
-names; every one called *predicted* comes from the model (the LP) and is labelled so.
+1. **Before the fact.** The user's pipeline is traced, the consumer's ceiling, the runtime's
+   hand-off and cache-read costs and the disk are measured; the plan (LP parallelism, a cache
+   under the memory budget, a prefetch) is decided and its throughput *predicted* from those
+   measurements only (:mod:`plumbkit.planning.predict`). Later rounds (``rounds > 1``) may
+   re-solve the LP on a trace of the rewritten pipeline: that bound is shown as "refined after
+   one rewrite", never as the prediction.
+2. **Measured alike.** Yours, plumbkit's plan and (with ``compare``) the naive, heuristic,
+   AUTOTUNE and "AUTOTUNE + the same cache and prefetch" baselines run under one protocol
+   (:mod:`plumbkit.engine.compare`): built fresh every round, caches filled, steady state,
+   interleaved rounds, median and interquartile range.
+3. **Never worse than what you wrote.** Your caches and prefetches stay. If the plan is not
+   measurably faster than your pipeline (the 90% bootstrap interval of the speed-up holds 1),
+   plumbkit says so and hands back your pipeline unchanged.
+
+Every throughput called *measured* was measured in this process on the pipeline it names; every
+one called *predicted* comes from the model and is labelled so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.plan import CacheDecision, Change
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
+from ..planning.predict import (Evidence, Prediction, RuntimeCosts, evidence_from_trace, layout_as_traced,
+                                layout_with, predict, prediction_error)
 from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..tfdata.graph_edits import RewriteError
 from ..tfdata.rebuild import apply_changes
+from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
-from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
+from .compare import QUICK, Comparison, Contender, Protocol, Speedup, compare as measure_alike
+from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .trace_result import Trace
 from .tracing import PipelineLike
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-#: Longest plumbkit waits for one epoch to fill a cache before measuring the steady state.
-MAX_WARMUP_SECONDS = 60.0
+#: Names of the configurations compared, in the order they are shown.
+YOURS, PLUMBKIT = "yours", "plumbkit"
+AUTOTUNE_WITH = "autotune + same cache"
+CONFIGURATIONS = (YOURS, "naive", "heuristic", "autotune", AUTOTUNE_WITH, PLUMBKIT)
 
 
 def _quiet(_: str, __: float) -> None:
@@ -32,110 +53,208 @@ def _quiet(_: str, __: float) -> None:
 
 @dataclass
 class Plan:
-    """The full optimization's result. ``predicted_*`` are the model's; the rest were measured."""
+    """The full optimization's result.
+
+    ``predicted_throughput`` is the plan's own throughput predicted before any rewrite ran;
+    ``lp.throughput`` the LP bound of the best allocation under the plan's cache (also before the
+    fact, with the consumer, hand-offs and cache reads charged); ``refined_bound`` the LP bound on
+    a trace of the rewritten pipeline (only with ``rounds > 1``). Everything in ``comparison``,
+    ``baselines``, ``measured_throughput`` and ``baseline_throughput`` was measured under one
+    protocol. ``dataset`` is the plan's pipeline when it was measurably faster than yours
+    (``applied``), else yours, unchanged.
+    """
 
     dataset: "tf.data.Dataset"
-    changes: list[Change]
+    changes: list[Change]  # what was applied to ``dataset`` (empty when yours came back unchanged)
     predicted_throughput: float
-    measured_throughput: float
-    baseline_throughput: float
+    measured_throughput: float  # the plan's configuration, median over the protocol's rounds (0: failed)
+    baseline_throughput: float  # yours, the same way
     lp: LPSolution
     cache: CacheDecision
-    theta_by_label: dict[str, float]
+    theta_by_label: dict[str, float]  # the LP's cores per operator of yours
     trace: Trace  # the user's pipeline as given
-    final_trace: Trace  # the optimized pipeline, measured
-    baselines: dict[str, float] = field(default_factory=dict)  # measured, minibatches/s
-    predictions: dict[str, float] = field(default_factory=dict)
+    final_trace: Trace | None = None  # the rewritten pipeline, traced (only with rounds > 1)
+    baselines: dict[str, float] = field(default_factory=dict)  # measured medians, minibatches/s
+    predictions: dict[str, float] = field(default_factory=dict)  # each configuration's own prediction
     disk_bound: float | None = None
-    bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings given to the LP
+    bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings the model used
     notes: list[str] = field(default_factory=list)
-    warmup_batches: int = 0  # batches consumed to fill the cache before measuring
+    warmup_batches: int = 0  # minibatches that fill the plan's cache before measuring
+    proposed_changes: list[Change] = field(default_factory=list)  # the plan, applied or not
+    applied: bool = False
+    speedup: Speedup | None = None  # plan over yours, measured
+    comparison: Comparison | None = None
+    prediction: Prediction | None = None  # the plan's prediction: its binding limit and the others
+    refined_bound: float | None = None  # LP bound refined after one rewrite (labelled, not the prediction)
+    charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
+    free: list[str] = field(default_factory=list)  # operators that cost nothing in steady state
+    runtime: RuntimeCosts | None = None
 
     @property
     def prediction_error(self) -> float:
-        return abs(self.predicted_throughput - self.measured_throughput) / max(self.measured_throughput, 1e-9)
+        """Before the fact: |predicted - measured| / measured, for the plan's configuration."""
+        return prediction_error(self.predicted_throughput, self.measured_throughput)
+
+    @property
+    def returned_throughput(self) -> float:
+        """Measured throughput of what ``dataset`` holds (the plan's, or yours when unchanged)."""
+        return self.measured_throughput if self.applied else self.baseline_throughput
+
+    @property
+    def verdict(self) -> str:
+        if not self.proposed_changes:
+            return "nothing to change: your pipeline is returned unchanged"
+        if self.speedup is None:
+            return "not measured alike: your pipeline is returned unchanged"
+        if self.applied:
+            return f"plumbkit's plan is {self.speedup.verdict} than yours: it is returned"
+        if self.speedup.measurable:
+            return f"plumbkit's plan was {self.speedup.verdict}: your pipeline is returned unchanged"
+        return f"{self.speedup.verdict}: your pipeline is returned unchanged"
 
     def rewrite_source(self, source: str) -> str:
-        """The user's cell ``source`` with this plan's changes written in (see plumbkit.codegen)."""
+        """The user's cell ``source`` with this plan's changes written in (see plumbkit.export)."""
         from ..export.source import rewrite_source
         return rewrite_source(source, self.changes)
 
     def __str__(self) -> str:
-        lines = [f"plumbkit plan: measured {self.measured_throughput:.2f} minibatches/s "
-                 f"(yours {self.baseline_throughput:.2f}; predicted {self.predicted_throughput:.2f})"]
-        lines += [f"  - {c}" for c in self.changes]
-        lines += [f"  {k}: {v:.2f} minibatches/s (measured)" for k, v in self.baselines.items()]
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        from ..render.text import plan_text
+        return plan_text(self)
 
     def _repr_html_(self) -> str:
         from ..render.html import plan_html
         return plan_html(self)
 
 
+def _builder(pipeline: PipelineLike, ds: "tf.data.Dataset") -> tuple[Callable[[], "tf.data.Dataset"], str | None]:
+    """A factory for fresh copies of the user's pipeline (fresh caches each call), and a note
+    when only the same Dataset object can be used."""
+    if callable(pipeline) and not hasattr(pipeline, "element_spec"):
+        return lambda: resolve_pipeline(pipeline), None
+    try:
+        apply_changes(ds, [])
+        return lambda: apply_changes(ds, []), None
+    except RewriteError:
+        return lambda: ds, ("your pipeline could not be rebuilt from its graph, so every round ran the "
+                            "same Dataset object (its caches stay filled between rounds)")
+
+
+def _fill(trace: Trace, nodes: list[str]) -> int:
+    """Minibatches that fill every cache at ``nodes`` (one epoch at the slowest-filling one)."""
+    return max([one_epoch_batches(trace, n) for n in nodes] or [0])
+
+
+def _user_caches(trace: Trace, root: str) -> list[str]:
+    p = trace.pipeline
+    mine = {root} | {o.name for o in p.descendants(root)}
+    return [op.name for op in p if op.kind == "cache" and op.name in mine]
+
+
+def _by_user_names(changes: list[Change], user: "Mapping[str, str]") -> list[Change]:
+    """Changes decided on a rebuilt pipeline, renamed to the user's graph nodes (by label)."""
+    return [Change(c.what, c.where, user.get(c.where, c.node), c.value, c.why) for c in changes]
+
+
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
-             seconds: float = 5.0, rounds: int = 2, compare: bool = True,
-             on_progress: Progress | None = None) -> Plan:
-    """The method's passes (LP parallelism, cache under ``memory_budget``, prefetch), twice, then
-    measure the result against the user's pipeline and the naive / heuristic / AUTOTUNE baselines."""
+             seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
+             costs: Mapping[str, float] | None = None, on_progress: Progress | None = None) -> Plan:
+    """Decide and predict a plan before the fact, then measure it against yours (and, with
+    ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
+
+    ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
+    0.5 s windows; the bench uses ``FULL``: 5 rounds of 1 s). ``rounds`` > 1 re-solves the LP on a
+    trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
+    label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
+    """
     progress = on_progress or _quiet
+    protocol = protocol or QUICK
     ds = resolve_pipeline(pipeline)
-    total = rounds + (4 if compare else 1)
+    build_yours, note = _builder(pipeline, ds)
+    notes = [note] if note else []
     progress("tracing your pipeline", 0.0)
     original = measure(ds, seconds=seconds, cores=cores)
     cores = cores or original.cores
-    user_root = pipeline_of(ds).root
-    progress("measuring the consumer's ideal bound and the disk", 0.5 / total)
-    bounds = {"consumer (ideal pipeline, measured)": ideal_throughput(ds)}
+    user = pipeline_of(ds)
+    progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
+    runtime = RuntimeCosts(consumer=consumer_ceiling(ds), handoff=handoff_cost(), cache_read=cache_read_cost())
     disk = disk_bound(original, parallelism=int(cores))
-    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user_root,
-                       bounds=bounds, disk_bound=disk)
+    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user.root,
+                       disk_bound=disk, runtime=runtime, costs=costs)
     changes, cache = list(decisions.changes), decisions.cache
-    progress("round 1: LP parallelism, cache, prefetch", 1 / total)
-    candidate = apply_changes(ds, decisions.changes)
-    warm = one_epoch_batches(original, cache.node) if cache.node else 0
-    notes: list[str] = []
-    if warm and warm / max(original.throughput, 1e-9) > MAX_WARMUP_SECONDS:
-        notes.append(f"one epoch takes ~{warm / original.throughput:.0f} s, longer than plumbkit waits "
-                     f"to fill the cache ({MAX_WARMUP_SECONDS:.0f} s): the measured throughput is "
-                     f"with a cold cache, the prediction is for a warm one")
-        warm = 0
+    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
+    plan_fill = _fill(original, _user_caches(original, user.root) + ([cache.node] if cache.node else []))
+    yours_fill = _fill(original, _user_caches(original, user.root))
+    refined, final_trace = None, None
     for r in range(1, rounds):
-        # Rates shift once parallelism changes: re-solve the LP on rates measured on the
-        # rewritten pipeline (keeping the cache and prefetch already placed). Its bound is the
-        # prediction; the result is then measured separately.
-        progress(f"round {r + 1}: LP on the rewritten pipeline", (r + 1) / total)
-        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores)
-        again = decide(rewritten, cores=cores, memory_budget=memory_budget,
-                       root=pipeline_of(candidate).root, cache=False, prefetch=False, bounds=bounds,
-                       disk_bound=None if cache.node else disk, include_overhead=True)
-        decisions.lp, decisions.predicted_throughput = again.lp, again.predicted_throughput
-        decisions.theta_by_label = again.theta_by_label
-        moved = [c for c in again.changes if c.what == "parallelism"]
+        progress(f"round {r + 1}: LP on a trace of the rewritten pipeline (a refinement)", 0.2)
+        candidate = apply_changes(ds, changes)
+        final_trace = measure(candidate, seconds=seconds, warmup_batches=plan_fill, cores=cores)
+        again = decide(final_trace, cores=cores, memory_budget=memory_budget, root=pipeline_of(candidate).root,
+                       cache=False, prefetch=False, disk_bound=None if cache.node else disk,
+                       include_overhead=True)
+        refined = again.lp.throughput
+        moved = _by_user_names([c for c in again.changes if c.what == "parallelism"],
+                               {op.label: op.name for op in user})
         if not moved:
             break
-        candidate = apply_changes(candidate, moved)
         changes = _merge(changes, moved)
-    progress("measuring the optimized pipeline", (rounds + 0.5) / total)
-    current_trace = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores)
-    decisions.changes = changes
-    plan = Plan(
-        dataset=candidate, changes=decisions.changes, predicted_throughput=decisions.predicted_throughput,
-        measured_throughput=current_trace.throughput, baseline_throughput=original.throughput,
-        lp=decisions.lp, cache=decisions.cache, theta_by_label=decisions.theta_by_label,
-        trace=original, final_trace=current_trace, disk_bound=disk, bounds=bounds, notes=notes,
-        warmup_batches=warm,
-    )
-    plan.baselines["yours"] = original.throughput
-    plan.predictions["yours"] = original.lp_bound(cores)
+    prediction = predict(ev, layout_with(ev, changes))
+
+    contenders = [Contender(YOURS, build_yours, yours_fill)]
+    if changes:
+        contenders.append(Contender(PLUMBKIT, lambda: apply_changes(ds, changes), plan_fill))
+    else:
+        notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     if compare:
-        for i, (name, make) in enumerate(configurations.ALL.items()):
-            progress(f"measuring the {name} baseline", (rounds + 1 + i) / total)
-            plan.baselines[name] = measure(make(ds, cores), seconds=seconds, cores=cores).throughput
-    plan.baselines["plumbkit"] = plan.measured_throughput
-    plan.predictions["plumbkit"] = plan.predicted_throughput
+        contenders[1:1] = [
+            Contender("naive", lambda: configurations.naive(build_yours(), cores), yours_fill),
+            Contender("heuristic", lambda: configurations.heuristic(build_yours(), cores), yours_fill),
+            Contender("autotune", lambda: configurations.autotune(build_yours(), cores), yours_fill),
+            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), plan_fill),
+        ]
+    comparison = measure_alike(contenders, protocol,
+                               on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
+    speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
+    applied = speedup is not None and speedup.faster
+    for name, result in comparison.results.items():
+        notes += [f"{name}: {n}" for n in result.notes]
+        if not result.ok:
+            notes.append(f"{name}: failed ({result.failed}); no throughput is reported for it")
+    if not comparison.complete:
+        notes.append("the comparison was interrupted before its last round")
+
+    plan = Plan(
+        dataset=apply_changes(ds, changes) if applied else build_yours(),
+        changes=changes if applied else [], proposed_changes=changes,
+        predicted_throughput=prediction.throughput,
+        measured_throughput=comparison.median(PLUMBKIT if changes else YOURS) or 0.0,
+        baseline_throughput=comparison.median(YOURS) or 0.0,
+        lp=decisions.lp, cache=cache, theta_by_label=decisions.theta_by_label, trace=original,
+        final_trace=final_trace, disk_bound=disk,
+        bounds={k: v for k, v in {"consumer (ideal pipeline, measured)": runtime.consumer,
+                                  "disk (measured)": disk}.items() if v},
+        notes=notes, warmup_batches=plan_fill, applied=applied, speedup=speedup, comparison=comparison,
+        prediction=prediction, refined_bound=refined, charged=decisions.charged, free=decisions.free,
+        runtime=runtime,
+    )
+    plan.baselines = {name: comparison.median(name) for name in CONFIGURATIONS
+                      if name in comparison.results and comparison[name].ok}
+    if not changes and YOURS in plan.baselines:
+        plan.baselines[PLUMBKIT] = plan.baselines[YOURS]  # the same pipeline
+    plan.predictions = _predictions(ev, user, changes, cores, prediction)
     progress("done", 1.0)
     return plan
+
+
+def _predictions(ev: Evidence, user, changes: list[Change], cores: int, prediction: Prediction) -> dict[str, float]:
+    """Each configuration's own predicted throughput, where the model has one (AUTOTUNE's
+    parallelism is chosen at run time: no prediction)."""
+    return {
+        YOURS: predict(ev, layout_as_traced(ev)).throughput,
+        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user))).throughput,
+        "heuristic": predict(ev, layout_with(ev, configurations.heuristic_changes(user, cores))).throughput,
+        PLUMBKIT: prediction.throughput,
+    }
 
 
 def _merge(changes: list[Change], later: list[Change]) -> list[Change]:
@@ -146,9 +265,10 @@ def _merge(changes: list[Change], later: list[Change]) -> list[Change]:
 
 
 def pick_best(candidates: Mapping[str, PipelineLike], *, cores: int | None = None,
-              memory_budget: float | None = None, seconds: float = 5.0,
+              memory_budget: float | None = None, seconds: float = 5.0, protocol: Protocol | None = None,
               on_progress: Progress | None = None) -> tuple[str, Plan, str]:
-    """Optimize each candidate (same element_spec) and return (name, plan, reason) of the fastest."""
+    """Optimize each candidate (same element_spec) and return (name, plan, reason) of the fastest
+    (by the measured throughput of what each plan hands back)."""
     plans: dict[str, Plan] = {}
     specs = set()
     for i, (name, pipeline) in enumerate(candidates.items()):
@@ -156,12 +276,14 @@ def pick_best(candidates: Mapping[str, PipelineLike], *, cores: int | None = Non
             on_progress(f"optimizing candidate {name!r}", i / len(candidates))
         ds = resolve_pipeline(pipeline)
         specs.add(repr(ds.element_spec))
-        plans[name] = optimize(ds, cores=cores, memory_budget=memory_budget, seconds=seconds, compare=False)
+        plans[name] = optimize(pipeline, cores=cores, memory_budget=memory_budget, seconds=seconds,
+                               compare=False, protocol=protocol)
     if len(specs) > 1:
         raise ValueError("pick_best candidates must yield the same element_spec; got " + ", ".join(sorted(specs)))
-    best = max(plans, key=lambda n: plans[n].measured_throughput)
-    others = ", ".join(f"{n} {p.measured_throughput:.1f}" for n, p in plans.items() if n != best)
-    cache = plans[best].cache.label
-    reason = (f"{best} measured {plans[best].measured_throughput:.1f} minibatches/s after optimization "
-              f"(others: {others})" + (f"; it can cache at {cache}" if cache else ""))
+    best = max(plans, key=lambda n: plans[n].returned_throughput)
+    others = ", ".join(f"{n} {p.returned_throughput:.1f}" for n, p in plans.items() if n != best)
+    cache = plans[best].cache.label if plans[best].applied else None
+    reason = (f"{best} measured {plans[best].returned_throughput:.1f} minibatches/s after optimization "
+              f"(others: {others}; each measured in its own comparison)"
+              + (f"; it can cache at {cache}" if cache else ""))
     return best, plans[best], reason

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 #: The kinds of change a plan may hold, in the order they are applied to a graph.
-CHANGE_KINDS = ("remove", "parallelism", "cache", "prefetch")
+CHANGE_KINDS = ("remove", "sequential", "parallelism", "cache", "prefetch")
 
 
 @dataclass(frozen=True)
 class Change:
-    """One edit of the pipeline: ``what`` in {"parallelism", "cache", "prefetch", "remove"}."""
+    """One edit of the pipeline: ``what`` in {"parallelism", "sequential", "cache", "prefetch", "remove"}."""
 
     what: str
     where: str  # operator label, e.g. "map(decode)"
@@ -27,7 +27,8 @@ class Change:
         verb = {"parallelism": f"set parallelism to {self.value}",
                 "cache": "cache in memory after it" if not self.value else f"cache to {self.value} after it",
                 "prefetch": f"prefetch {self.value} after it",
-                "remove": f"remove the user's {self.value}"}.get(self.what, f"{self.what} {self.value}")
+                "remove": f"remove the user's {self.value}",
+                "sequential": "run it in its plain, sequential form"}.get(self.what, f"{self.what} {self.value}")
         return f"{self.where}: {verb} — {self.why}"
 
 
