@@ -7,13 +7,15 @@ from plumbkit import cli
 
 
 def test_demo_names_the_bottleneck_and_compares_with_autotune(tmp_path, capsys):
-    assert cli.main(["demo", "--seconds", "1.5", "--files", "2", "--per-file", "48",
+    assert cli.main(["demo", "--seconds", "1.5", "--files", "2", "--per-file", "48", "--rounds", "2",
                      "--data", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"=> bottleneck: map\(\w+\)", out), out
-    for name in ("yours", "naive", "heuristic", "autotune", "plumbkit"):
-        assert re.search(rf"^  {name}\s+[\d.]+", out, re.M), (name, out)
-    assert re.search(r"plumbkit [\d.]+x AUTOTUNE \(measured\); prediction error \d+%", out), out
+    for name in ("yours", "naive", "heuristic", "autotune", "autotune \\+ same cache", "plumbkit"):
+        assert re.search(rf"^\s+{name}\s+[\d,.]+\s+IQR", out, re.M), (name, out)
+    assert "predicted before any rewrite" in out and "LP bound of the best allocation" in out
+    assert re.search(r"=> what plumbkit returns vs AUTOTUNE \(measured alike\): .+; "
+                     r"prediction error before the fact \d+%", out), out
 
 
 def test_trace_command_loads_a_file_and_saves_the_trace(tmp_path, capsys):

@@ -59,7 +59,7 @@ class Protocol:
 
 
 FULL = Protocol()
-QUICK = Protocol(rounds=3, window=0.5, max_windows=6, fill_limit=30.0)
+QUICK = Protocol(rounds=3, window=0.5, max_windows=4, fill_limit=30.0)
 
 
 @dataclass(frozen=True)

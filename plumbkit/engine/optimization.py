@@ -80,6 +80,7 @@ class Plan:
     bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings the model used
     notes: list[str] = field(default_factory=list)
     warmup_batches: int = 0  # minibatches that fill the plan's cache before measuring
+    yours_warmup_batches: int = 0  # minibatches that fill your own caches before measuring
     proposed_changes: list[Change] = field(default_factory=list)  # the plan, applied or not
     applied: bool = False
     speedup: Speedup | None = None  # plan over yours, measured
@@ -157,7 +158,8 @@ def _by_user_names(changes: list[Change], user: "Mapping[str, str]") -> list[Cha
 
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
              seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
-             costs: Mapping[str, float] | None = None, on_progress: Progress | None = None) -> Plan:
+             costs: Mapping[str, float] | None = None, before_each: Callable[[str], None] | None = None,
+             on_progress: Progress | None = None) -> Plan:
     """Decide and predict a plan before the fact, then measure it against yours (and, with
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
@@ -165,6 +167,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     0.5 s windows; the bench uses ``FULL``: 5 rounds of 1 s). ``rounds`` > 1 re-solves the LP on a
     trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
+    ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     """
     progress = on_progress or _quiet
     protocol = protocol or QUICK
@@ -172,6 +175,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     build_yours, note = _builder(pipeline, ds)
     notes = [note] if note else []
     progress("tracing your pipeline", 0.0)
+    if before_each is not None:
+        before_each(YOURS)
     original = measure(ds, seconds=seconds, cores=cores)
     cores = cores or original.cores
     user = pipeline_of(ds)
@@ -212,7 +217,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
             Contender("autotune", lambda: configurations.autotune(build_yours(), cores), yours_fill),
             Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), plan_fill),
         ]
-    comparison = measure_alike(contenders, protocol,
+    comparison = measure_alike(contenders, protocol, before_each=before_each,
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
     speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
     applied = speedup is not None and speedup.faster
@@ -233,7 +238,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         final_trace=final_trace, disk_bound=disk,
         bounds={k: v for k, v in {"consumer (ideal pipeline, measured)": runtime.consumer,
                                   "disk (measured)": disk}.items() if v},
-        notes=notes, warmup_batches=plan_fill, applied=applied, speedup=speedup, comparison=comparison,
+        notes=notes, warmup_batches=plan_fill, yours_warmup_batches=yours_fill, applied=applied, speedup=speedup, comparison=comparison,
         prediction=prediction, refined_bound=refined, charged=decisions.charged, free=decisions.free,
         runtime=runtime,
     )

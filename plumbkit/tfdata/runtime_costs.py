@@ -30,10 +30,11 @@ def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int =
     .repeat()`` of this pipeline's own first element, prefetched as plumbkit's plans end, driven
     by the same plain ``next()`` loop the comparisons time.
 
-    Taken from process CPU per minibatch (the consumer thread is busy all the time, the prefetch
-    thread nearly idle), the median of ``windows`` windows: a busy neighbour stretches the wall
-    time of such a run by whatever it takes, but hardly its CPU time. It is the ceiling on an
-    otherwise idle core.
+    Per window, the larger of two rates: minibatches per wall second (what it reached) and per
+    second of process CPU (the consumer thread is busy all the time, the prefetch thread nearly
+    idle: a busy neighbour stretches the wall time of such a run by whatever it takes, but hardly
+    its CPU time; other threads of the process make it an underestimate). The median of
+    ``windows`` windows: the ceiling on an otherwise idle core.
     """
     runner = Runner(ds.take(1).cache().repeat().prefetch(2))
     try:
@@ -41,8 +42,8 @@ def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int =
         rates = []
         for _ in range(windows):
             c0, n0 = time.process_time(), runner.batches
-            runner.window(window)
-            rates.append((runner.batches - n0) / max(time.process_time() - c0, 1e-9))
+            wall = runner.window(window)
+            rates.append(max(wall, (runner.batches - n0) / max(time.process_time() - c0, 1e-9)))
         return statistics.median(rates)
     finally:
         runner.close()
