@@ -74,3 +74,21 @@ def test_lp_bound_charges_the_consumer_as_a_sequential_operator():
     # theta_consumer = X/100, theta_map = X/50, sum <= 2 cores
     assert lp.throughput == pytest.approx(2 / (1 / 100 + 1 / 50), rel=1e-4)
     assert lp.theta[CONSUMER] <= 1 + 1e-6
+
+
+def test_handoffs_are_charged_once():
+    """A trace's costs already hold the hand-offs of the operators that ran in parallel when it was
+    traced (its self times are scaled to the process CPU): only new thread boundaries are charged.
+    Calibrated costs are the operators' own: every boundary is charged."""
+    p = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("a", "MapDataset", "map"),
+              Operator("b", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
+    cost, visits = {"batch": 0.0, "a": 0.01, "b": 0.01, "src": 0.0}, {"batch": 1, "a": 10, "b": 10, "src": 10}
+    rt = RuntimeCosts(handoff=1e-4)
+    traced = Evidence(pipeline=p, cost=cost, visits=visits, cores=4, sequential=frozenset({"src"}), runtime=rt,
+                      threads_seen={"a": 2})
+    both = Layout(threads={"a": 2, "b": 2})
+    assert predict(traced, both).cpu_per_batch == pytest.approx(0.02 + 10 * 1e-4)  # only b is new
+    calibrated = Evidence(pipeline=p, cost=cost, visits=visits, cores=4, sequential=frozenset({"src"}), runtime=rt,
+                          threads_seen={"a": 2}, cost_source="calibrated")
+    assert predict(calibrated, both).cpu_per_batch == pytest.approx(0.02 + 20 * 1e-4)
+    assert predict(traced, Layout()).cpu_per_batch == pytest.approx(0.02 - 10 * 1e-4)  # a's pool is gone

@@ -103,6 +103,8 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "failed": {k: r.failed for k, r in res.items() if r.failed},
         "rounds": {k: r.rounds for k, r in res.items()},
         "neighbour_cores": {k: r.neighbour_cores for k, r in res.items()},
+        "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
+        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch if plan.prediction else None,
         "protocol_notes": {k: r.notes for k, r in res.items() if r.notes},
         "predicted_plumbkit": plan.predicted_throughput,
         "predicted": plan.predictions,
@@ -383,9 +385,9 @@ def step_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Calla
     if quick:
         return targets
     targets["three maps"] = bench_pipelines.planted_three_maps()
-    for name in ("image, fits in memory", "speech"):
+    for name, target in (("image fits in memory", "image from naive"), ("speech", "speech from naive")):
         if name in pipelines:
-            targets[f"{name.split(',')[0]} from naive"] = (lambda make: lambda: baselines.naive(make()))(pipelines[name])
+            targets[target] = (lambda make: lambda: baselines.naive(make()))(pipelines[name])
     return targets
 
 
@@ -409,20 +411,20 @@ def cases(data: str, quick: bool) -> dict[str, Case]:
     budget = decoded / 4.5
     evict = lambda _name: evict_from_page_cache(big_paths)  # noqa: E731
     return {
-        "image, larger than memory": Case(
+        "image larger than memory": Case(
             bench_pipelines.image_larger_than_memory(data, **big),
             f"{big['files'] * big['per_file']:,} JPEGs read from disk (evicted from the page cache before every "
             f"run); decoded {decoded / 1e6:,.0f} MB, {decoded / budget:.1f}× the {budget / 1e6:,.0f} MB memory budget "
             f"given to plumbkit.", memory_budget=budget, before_each=evict),
-        "image, shuffled + random crop": Case(
+        "image shuffled + random crop": Case(
             bench_pipelines.shuffled_training(data),
             "a training pipeline as tutorials write it: files and records shuffled, random crop and flip; "
             "random from the source up, so nothing can be cached."),
-        "image, expert-tuned": Case(
+        "image expert-tuned": Case(
             bench_pipelines.expert_tuned(data),
             "AUTOTUNE everywhere, a cache after decode, shuffle + random flip above it, prefetch(AUTOTUNE): "
             "the right answer is no change."),
-        "image, fits in memory": Case(
+        "image fits in memory": Case(
             bench_pipelines.image_cacheable(data),
             "the misconfigured demo pipeline on a small evaluation-style set (1,024 images) whose "
             "decoded minibatches fit the memory budget whole."),
@@ -457,6 +459,7 @@ def run(args: argparse.Namespace) -> int:
         report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
                                                memory_budget=case.memory_budget, before_each=case.before_each,
                                                regime=case.regime))
+        (out / "partial.json").write_text(json.dumps(report, indent=1, default=str))  # a long run keeps its results
     pipelines = {k: v.make for k, v in chosen.items()}
     if "stepping" not in skip:
         for name, make in step_targets(pipelines, quick).items():
@@ -475,7 +478,7 @@ def run(args: argparse.Namespace) -> int:
         if "overhead" not in skip:
             # Overhead on CPU-saturated variants where one exists (the user's image and text
             # pipelines idle on a sequential reader, which would hide the tracer's cost).
-            saturated = {"image, fits in memory": bench_pipelines.decode_only(data),
+            saturated = {"image fits in memory": bench_pipelines.decode_only(data),
                          "text": bench_pipelines.text(data, tuned=True)}
             for name, make in pipelines.items():
                 log(f"[{name}] tracing overhead")
@@ -488,6 +491,7 @@ def run(args: argparse.Namespace) -> int:
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "report.md").write_text(markdown(report))
+    (out / "partial.json").unlink(missing_ok=True)
     print(markdown(report))
     print(f"report written to {out}/")
     return 0

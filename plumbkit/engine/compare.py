@@ -80,6 +80,13 @@ class Result:
     failed: str | None = None  # why it failed or was interrupted: then it has no throughput
     notes: list[str] = field(default_factory=list)
     neighbours: list[float] = field(default_factory=list)  # cores other processes used while measured
+    cpu_per_batch: list[float] = field(default_factory=list)  # this process's CPU seconds per minibatch
+
+    @property
+    def cpu_per_batch_median(self) -> float | None:
+        """Median process CPU seconds per minibatch over the measured windows (a neighbour
+        stretches wall time much more than it changes this)."""
+        return statistics.median(self.cpu_per_batch) if self.cpu_per_batch else None
 
     @property
     def neighbour_cores(self) -> float | None:
@@ -184,10 +191,18 @@ class Comparison:
                        ratios=tuple(ratios))
 
 
-def run_once(contender: Contender, protocol: Protocol) -> tuple[float, list[str], float | None]:
-    """Build ``contender`` fresh, fill its caches, reach steady state, measure one window.
+@dataclass(frozen=True)
+class Run:
+    """One measured window: throughput, and what the machine did meanwhile."""
 
-    Returns (minibatches/s, notes, cores other processes used during the measured window)."""
+    throughput: float  # minibatches/s
+    notes: tuple[str, ...]
+    neighbours: float | None  # cores other processes used
+    cpu_per_batch: float  # this process's CPU seconds per minibatch
+
+
+def run_once(contender: Contender, protocol: Protocol) -> Run:
+    """Build ``contender`` fresh, fill its caches, reach steady state, measure one window."""
     notes: list[str] = []
     runner = Runner(contender.build())
     try:
@@ -205,13 +220,13 @@ def run_once(contender: Contender, protocol: Protocol) -> tuple[float, list[str]
         else:
             notes.append(f"no two consecutive windows within {100 * protocol.tolerance:.0f}% in "
                          f"{protocol.max_windows}: measured after the last")
-        busy0, cpu0, t0 = machine_busy_seconds(), time.process_time(), time.perf_counter()
+        busy0, cpu0, t0, n0 = machine_busy_seconds(), time.process_time(), time.perf_counter(), runner.batches
         value = runner.window(protocol.window)
         busy1, cpu1, t1 = machine_busy_seconds(), time.process_time(), time.perf_counter()
         others = None
         if busy0 is not None and busy1 is not None:
             others = max(0.0, (busy1 - busy0) - (cpu1 - cpu0)) / (t1 - t0)
-        return value, notes, others
+        return Run(value, tuple(notes), others, (cpu1 - cpu0) / max(1, runner.batches - n0))
     finally:
         runner.close()
         del runner
@@ -251,7 +266,7 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
             try:
                 if before_each is not None:
                     before_each(c.name)
-                value, notes, others = run_once(c, protocol)
+                run = run_once(c, protocol)
             except KeyboardInterrupt:
                 result.failed = "interrupted"
                 comparison.complete = False
@@ -261,10 +276,11 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
                 continue
             finally:
                 done += 1
-            result.rounds.append(value)
-            if others is not None:
-                result.neighbours.append(others)
-            result.notes.extend(n for n in notes if n not in result.notes)
+            result.rounds.append(run.throughput)
+            result.cpu_per_batch.append(run.cpu_per_batch)
+            if run.neighbours is not None:
+                result.neighbours.append(run.neighbours)
+            result.notes.extend(n for n in run.notes if n not in result.notes)
     return comparison
 
 

@@ -20,6 +20,7 @@ one called *predicted* comes from the model and is labelled so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
@@ -28,9 +29,10 @@ from ..planning.decisions import decide
 from ..planning.lp import LPSolution
 from ..planning.predict import (Evidence, Prediction, RuntimeCosts, evidence_from_trace, layout_as_traced,
                                 layout_with, predict, prediction_error)
-from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
 from ..tfdata.graph_edits import RewriteError
 from ..tfdata.rebuild import apply_changes
+from ..tfdata.run import count_elements
 from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup, compare as measure_alike
@@ -140,9 +142,22 @@ def _builder(pipeline: PipelineLike, ds: "tf.data.Dataset") -> tuple[Callable[[]
                             "same Dataset object (its caches stay filled between rounds)")
 
 
-def _fill(trace: Trace, nodes: list[str]) -> int:
-    """Minibatches that fill every cache at ``nodes`` (one epoch at the slowest-filling one)."""
-    return max([one_epoch_batches(trace, n) for n in nodes] or [0])
+def _fill(trace: Trace, nodes: list[str], ds: "tf.data.Dataset | None" = None, limit: float = 60.0) -> int:
+    """Minibatches that fill every cache at ``nodes`` (one epoch at the slowest-filling one).
+
+    Where the trace could not size a cache's input (the user's cache over an interleave of files
+    TensorFlow cannot count), the elements under it are counted once, within ``limit`` seconds.
+    """
+    fills = []
+    for node in nodes:
+        n = one_epoch_batches(trace, node)
+        if not n and ds is not None:
+            visit = next((o.visit_ratio for o in trace.ops if o.name == node), None)
+            graph_def, _ = serialized_graph(ds)
+            count = count_elements(dataset_at(graph_def, node), limit=limit) if visit else None
+            n = math.ceil(count / visit) + 2 if count else 0
+        fills.append(n)
+    return max(fills or [0])
 
 
 def _user_caches(trace: Trace, root: str) -> list[str]:
@@ -187,8 +202,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                        disk_bound=disk, runtime=runtime, costs=costs)
     changes, cache = list(decisions.changes), decisions.cache
     ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
-    plan_fill = _fill(original, _user_caches(original, user.root) + ([cache.node] if cache.node else []))
-    yours_fill = _fill(original, _user_caches(original, user.root))
+    yours_fill = _fill(original, _user_caches(original, user.root), ds, limit=protocol.fill_limit)
+    plan_fill = max(yours_fill, _fill(original, [cache.node] if cache.node else []))
     refined, final_trace = None, None
     for r in range(1, rounds):
         progress(f"round {r + 1}: LP on a trace of the rewritten pipeline (a refinement)", 0.2)

@@ -228,11 +228,13 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         changes.extend(_prefetch_change(trace, root))
     prediction = predict(ev, layout_with(ev, changes))
     labels = {o.name: o.label for o in trace.analysis.ops}
-    theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items() if k not in PSEUDO and k != OVERHEAD}
+    # the allocation shown is over the user's own operators (not the measuring wrapper, not the
+    # pseudo-operators the LP charged, which are listed apart)
+    theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items() if k in mine}
     charged = {k: v for k, v in lp.theta.items() if k in PSEUDO or k == OVERHEAD}
     return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=prediction.throughput,
                      theta_by_label=theta_by_label, prediction=prediction, charged=charged,
-                     free=[labels.get(n, n) for n in p.operators if n in skip])
+                     free=[labels.get(n, n) for n in p.operators if n in skip and n in mine])
 
 
 def _prefetch_change(trace: Traced, root: str) -> list[Change]:

@@ -77,6 +77,14 @@ class Evidence:
     threads_seen: Mapping[str, int] = field(default_factory=dict)  # parallelism that ran (traced)
     injected_prefetch: bool = False  # tf.data added a prefetch at the root when it ran
 
+    @property
+    def runtime_in_costs(self) -> bool:
+        """Costs read off a trace absorb the runtime's costs of the traced run: each operator's
+        self time is scaled so the operators together account for the process CPU, hand-offs of
+        the operators that already ran in parallel included. Calibrated costs are the operators'
+        own, and every hand-off is charged on top."""
+        return self.cost_source == "trace"
+
     def label(self, name: str) -> str:
         return self.pipeline[name].label if name in self.pipeline.operators else name
 
@@ -208,13 +216,21 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
         stage_work[stage] = stage_work.get(stage, 0.0) + seconds
         cpu += seconds
 
+    traced = layout_as_traced(ev)
+
+    def handoffs(name: str, now: bool, then: bool, V: float) -> float:
+        """Hand-off CPU a thread boundary at ``name`` costs, beyond what the costs already hold."""
+        if not ev.runtime_in_costs:
+            return rt.handoff * V if now else 0.0
+        return rt.handoff * V * (int(now) - int(then))
+
     stack: list[tuple[str, str]] = [(p.root, "consumer thread")]
     while stack:
         name, stage = stack.pop()
         op = p[name]
         V = ev.visits.get(name, 1.0)
         if name in layout.prefetched:  # its own thread fills the buffer above it
-            cpu += rt.handoff * V
+            cpu += handoffs(name, True, name in traced.prefetched, V)
             stage = f"prefetch thread above {op.label}"
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
@@ -228,16 +244,17 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
         w = ev.cost.get(name, 0.0)
         child_stage = stage
         if op.kind == "prefetch":
-            cpu += rt.handoff * V
+            cpu += handoffs(name, True, True, V)
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
-            cpu += w + rt.handoff * V
+            cpu += w + handoffs(name, True, name in traced.threads, V)
             if w > 0:
                 limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.cores) / w
             child_stage = f"runner thread of {op.label}"
         else:
             charge(stage, w)
+            cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))
     for stage, work in stage_work.items():
@@ -278,7 +295,10 @@ def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | No
             sequential.add(CONSUMER)
         movers = set(tunable) if tunable is not None else {n for n in rates if n in p.operators
                                                            and p[n].parallelizable}
-        handoff = rt.handoff * (sum(ev.visits.get(n, 1.0) for n in movers if n not in free) + 1.0)
+        if ev.runtime_in_costs:  # the traced run's own hand-offs are in its costs already
+            movers -= set(ev.threads_seen)
+        handoff = rt.handoff * (sum(ev.visits.get(n, 1.0) for n in movers if n not in free)
+                                + (0.0 if ev.runtime_in_costs and ev.injected_prefetch else 1.0))
         if handoff > 0:
             rates[HANDOFFS] = 1.0 / handoff
         reads = sum(ev.visits.get(n, 1.0) for n in layout.cached) + sum(

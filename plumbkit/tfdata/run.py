@@ -79,3 +79,13 @@ class Runner:
         """Drop the iterator and the dataset (and with them any cache they filled)."""
         self._it = None
         self._ds = None
+
+
+def count_elements(ds: tf.data.Dataset, *, limit: float) -> int | None:
+    """Elements ``ds`` yields in one pass, or None if it takes longer than ``limit`` seconds."""
+    n, t0 = 0, time.perf_counter()
+    for _ in ds:
+        n += 1
+        if n % 256 == 0 and time.perf_counter() - t0 > limit:
+            return None
+    return n
