@@ -3,7 +3,14 @@
 import pytest
 import tensorflow as tf
 
-from plumbkit.engine.compare import Comparison, Contender, Protocol, Result, bootstrap_interval, compare
+from plumbkit.engine.compare import (
+    Comparison,
+    Contender,
+    Protocol,
+    Result,
+    bootstrap_interval,
+    compare,
+)
 
 
 def comparison(a, b):

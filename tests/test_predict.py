@@ -4,8 +4,15 @@ import pytest
 
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
-from plumbkit.planning.predict import (CONSUMER, Evidence, Layout, RuntimeCosts, best_allocation, layout_with,
-                                       predict)
+from plumbkit.planning.predict import (
+    CONSUMER,
+    Evidence,
+    Layout,
+    RuntimeCosts,
+    best_allocation,
+    layout_with,
+    predict,
+)
 
 
 def chain(*ops: Operator) -> Pipeline:

@@ -27,15 +27,24 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from ..model.plan import CacheDecision, Change
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
-from ..planning.predict import (Evidence, Prediction, RuntimeCosts, evidence_from_trace, layout_as_traced,
-                                layout_with, predict, prediction_error)
+from ..planning.predict import (
+    Evidence,
+    Prediction,
+    RuntimeCosts,
+    evidence_from_trace,
+    layout_as_traced,
+    layout_with,
+    predict,
+    prediction_error,
+)
 from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
 from ..tfdata.graph_edits import RewriteError
 from ..tfdata.rebuild import apply_changes
 from ..tfdata.run import count_elements
 from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
-from .compare import QUICK, Comparison, Contender, Protocol, Speedup, compare as measure_alike
+from .compare import QUICK, Comparison, Contender, Protocol, Speedup
+from .compare import compare as measure_alike
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .trace_result import Trace
 from .tracing import PipelineLike

@@ -22,8 +22,18 @@ from ..model.pipeline import Pipeline
 from ..model.plan import CacheDecision, Change
 from ..model.units import human_bytes
 from .lp import LPSolution, solve_cpu_lp
-from .predict import (DISK, PSEUDO, Evidence, Layout, Prediction, RuntimeCosts, best_allocation,
-                      evidence_from_trace, free_in_steady_state, layout_with, predict)
+from .predict import (
+    DISK,
+    PSEUDO,
+    Layout,
+    Prediction,
+    RuntimeCosts,
+    best_allocation,
+    evidence_from_trace,
+    free_in_steady_state,
+    layout_with,
+    predict,
+)
 
 #: Never give a parallelizable operator fewer threads than this (the paper's hedge).
 HEDGE_PARALLELISM = 2

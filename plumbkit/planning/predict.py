@@ -85,9 +85,6 @@ class Evidence:
         own, and every hand-off is charged on top."""
         return self.cost_source == "trace"
 
-    def label(self, name: str) -> str:
-        return self.pipeline[name].label if name in self.pipeline.operators else name
-
 
 def evidence_from_trace(trace: Traced, *, cores: float | None = None,
                         runtime: RuntimeCosts | None = None, disk: float | None = None,
