@@ -36,7 +36,6 @@ def _load_pipeline(spec: str):
 def cmd_demo(args: argparse.Namespace) -> int:
     from .bench import examples
     from .engine import optimize, trace
-    from .model.units import human_bytes
     data = args.data or examples.demo_data_dir()
     print(f"plumbkit demo: writing {args.files} TFRecord files of JPEGs to {data} ...", flush=True)
     files = examples.write_image_records(data, files=args.files, per_file=args.per_file, size=128)
@@ -54,30 +53,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
         b = traced.bottleneck
         print(f"\n=> bottleneck: {b.label}, {b.rate_per_core:.1f} minibatches/s per core "
               f"with parallelism {b.parallelism}")
-    print("\n2. Optimizing (LP parallelism, cache under a memory budget, prefetch) ...", flush=True)
+    print("\n2. Optimizing (LP parallelism, cache under a memory budget, prefetch; predicted before any "
+          "rewrite, then yours, the baselines and the plan measured alike) ...", flush=True)
+    from dataclasses import replace
+
+    from .engine.compare import QUICK
     progress = ProgressPrinter(sys.stdout)
     plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
-                    on_progress=progress)
+                    protocol=replace(QUICK, rounds=args.rounds), on_progress=progress)
     progress.close()
     if plan.partial:
         print(f"\n{plan}")
         return INTERRUPTED_EXIT
-    print("\nchanges:")
-    for change in plan.changes:
-        print(f"  - {change}")
-    if plan.cache.label:
-        print(f"cache: {plan.cache.label}, {human_bytes(plan.cache.bytes)} of a "
-              f"{human_bytes(plan.cache.budget)} budget")
-    print("\nthroughput (minibatches/s; measured in this run unless marked predicted):")
-    rows = [(name, value) for name, value in plan.baselines.items()]
-    for name, value in rows:
-        predicted = plan.predictions.get(name)
-        extra = f"   predicted {predicted:8.1f}" if predicted else ""
-        print(f"  {name:10s} {value:8.1f}{extra}")
-    autotune = plan.baselines.get("autotune")
-    if autotune:
-        print(f"\n=> plumbkit {plan.measured_throughput / autotune:.2f}x AUTOTUNE (measured); "
-              f"prediction error {abs(plan.predicted_throughput - plan.measured_throughput) / plan.measured_throughput:.0%}")
+    print()
+    print(plan)
+    comparison = plan.comparison
+    over = comparison.speedup("plumbkit" if plan.applied else "yours", "autotune") if comparison else None
+    if over is not None:
+        print(f"\n=> what plumbkit returns vs AUTOTUNE (measured alike): {over.verdict}; "
+              f"prediction error before the fact {plan.prediction_error:.0%}")
     return 0
 
 
@@ -120,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--per-file", type=int, default=128)
     demo.add_argument("--data", help="folder for the generated data (default: a temporary folder)")
     demo.add_argument("--memory-budget", type=float, default=None, help="bytes (default: half of free memory)")
+    demo.add_argument("--rounds", type=int, default=3, help="interleaved rounds measuring each configuration")
     demo.set_defaults(func=cmd_demo)
     trace = sub.add_parser("trace", parents=[common],
                            help="trace a pipeline: MODULE:FUNCTION or FILE.py:FUNCTION")

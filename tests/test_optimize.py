@@ -8,9 +8,14 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.engine.compare import Protocol
 from plumbkit.tfdata.options import sequential_options
 from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.tfdata.rebuild import apply_changes
 from plumbkit.planning.decisions import decide
+
+#: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
+TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
 
 from conftest import heavy, isolated_seconds_per_element, medium
 
@@ -24,16 +29,21 @@ def planted(extra=None):
 
 def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
     truth = isolated_seconds_per_element(heavy) / isolated_seconds_per_element(medium)
-    plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False)
+    plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
     # the LP on the user's pipeline gives cores in proportion to cost: heavy ~2x medium
     theta = decide(plan.trace, memory_budget=0).theta_by_label
     assert theta["map(heavy)"] / theta["map(medium)"] == pytest.approx(truth, rel=0.25)
     assert theta["map(heavy)"] + theta["map(medium)"] == pytest.approx(2.0, rel=0.1)
     assert plan.cache.label is None and "0 B budget" in plan.cache.why
     assert plan.measured_throughput > 1.5 * plan.baseline_throughput
+    assert plan.applied and plan.speedup.faster and plan.changes == plan.proposed_changes
     assert plan.prediction_error <= 0.25, str(plan)
-    # outside widgets the plan renders as text and as a static HTML table
-    assert "map(heavy)" in str(plan) and "predicted" in str(plan)
+    # the allocation shown is over the user's operators; the LP's pseudo-operators are listed apart
+    assert set(plan.theta_by_label) <= {o.label for o in plan.trace.ops}
+    assert plan.charged and all(k.startswith("(") for k in plan.charged)
+    # outside widgets the plan renders as text and as a static HTML table, every figure labelled
+    text = str(plan)
+    assert "map(heavy)" in text and "predicted before any rewrite" in text and "LP bound of the best allocation" in text
     assert "plumbkit-plan" in plan._repr_html_() and "map(heavy)" in plan._repr_html_()
 
 
@@ -71,9 +81,9 @@ def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_wa
         return (tf.data.Dataset.range(3000).map(decode).map(lambda img: (img, expensive(tf.reduce_sum(tf.cast(img, tf.int32)))))
                 .batch(10))
 
-    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, rounds=1)
+    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=TEST_PROTOCOL)
     original = list(make().as_numpy_iterator())
-    rewritten = list(plan.dataset.as_numpy_iterator())
+    rewritten = list(apply_changes(make(), plan.proposed_changes).as_numpy_iterator())
     assert len(original) == len(rewritten)
     for a, b in zip(original, rewritten):
         for u, v in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
@@ -96,6 +106,7 @@ def test_baselines_are_what_they_say():
     naive = pipeline_of(plumbkit.baselines.naive(ds))
     assert all(o.kind != "prefetch" for o in naive)
     assert all(o.parallelism in (None, 1) for o in naive)
+    assert not any(o.op.startswith("Parallel") for o in naive)  # plain forms: no pool at all
     trace = plumbkit.trace(plumbkit.baselines.naive(ds), seconds=1.5, converge=False)
     assert not any(o.injected for o in trace.ops)  # tf.data's own rewrites are off
     assert all(o.parallelism in (None, 1) for o in trace.ops if o.kind == "map")
@@ -134,3 +145,44 @@ def test_bottleneck_walk_reaches_peak_in_fewer_steps_than_random_walks():
     assert bottleneck.operators[0] == "map(heavy)"
     assert "+1 thread for map(heavy)" in str(bottleneck).splitlines()[2]
     assert all(math.isfinite(x) for x in bottleneck.lp_bounds)
+
+
+def test_users_cache_and_prefetch_are_kept_and_nothing_is_claimed():
+    """A keras-io style pipeline that already caches and prefetches (~10 s): plumbkit keeps the
+    cache, has nothing to change, claims no speed-up and hands the pipeline back unchanged."""
+    def make():
+        ds = tf.data.Dataset.range(2000).map(medium, num_parallel_calls=tf.data.AUTOTUNE)
+        return ds.batch(16).cache().prefetch(10)
+
+    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
+    assert not any(c.what == "remove" for c in plan.proposed_changes)
+    assert "cache" in {o.kind for o in pipeline_of(plan.dataset)}
+    assert not plan.applied and plan.changes == [] and plan.speedup is None
+    assert "your pipeline is returned unchanged" in plan.verdict
+    assert "your own cache at cache" in plan.cache.why
+    assert plan.baselines["plumbkit"] == plan.baselines["yours"] > 0
+    yours = [b for b in make().take(5).as_numpy_iterator()]
+    back = [b for b in plan.dataset.take(5).as_numpy_iterator()]
+    assert all(np.array_equal(a, b) for a, b in zip(yours, back))
+
+
+def test_cache_above_a_seeded_shuffle_is_kept_and_epoch_order_unchanged():
+    """~10 s. The user's cache freezes a seeded shuffle's order: every epoch replays the first.
+    plumbkit keeps it (and may cache above it: what is above a cache is deterministic again)."""
+    def make():
+        ds = tf.data.Dataset.range(640).shuffle(640, seed=7).cache()
+        return ds.map(lambda x: (x, medium(x))).batch(8)
+
+    def epochs(ds, n=3):
+        it = iter(ds.repeat(n))
+        return [np.concatenate([next(it)[0] for _ in range(80)]).tolist() for _ in range(n)]
+
+    yours = epochs(make())
+    assert yours[0] == yours[1] == yours[2] and sorted(yours[0]) != yours[0]
+    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
+    assert plan.proposed_changes and not any(c.what == "remove" for c in plan.proposed_changes)
+    assert plan.cache.label == "batch(8)", plan.cache  # above the user's cache: frozen, so cacheable
+    candidate = apply_changes(make(), plan.proposed_changes)
+    assert [o.kind for o in pipeline_of(candidate)].count("cache") == 2
+    assert epochs(candidate) == yours
+    assert epochs(plan.dataset) == yours

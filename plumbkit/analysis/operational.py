@@ -445,10 +445,12 @@ def _visit_ratios(pipeline: Pipeline, rmap: RuntimeMap, own, elements, C0) -> di
 
 
 def _random_below(pipeline: Pipeline) -> dict[str, bool]:
-    """True where the operator or anything it reads from draws random numbers."""
+    """True where the operator or anything it reads from draws random numbers that change from
+    epoch to epoch. A cache freezes what is below it (every epoch replays the first), so above
+    the user's own ``cache()`` the draws below it no longer count."""
     out: dict[str, bool] = {}
     for op in reversed(list(pipeline)):  # sources first
-        out[op.name] = op.random or any(out.get(i, False) for i in op.inputs)
+        out[op.name] = op.random or (op.kind != "cache" and any(out.get(i, False) for i in op.inputs))
     return out
 
 

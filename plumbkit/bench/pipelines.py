@@ -42,6 +42,69 @@ def image_random(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -
     return lambda: examples.image_pipeline(paths, batch_size=32, augment=True, epochs=None)
 
 
+def image_larger_than_memory(data_dir: str | Path, *, files: int = 24, per_file: int = 512) -> Factory:
+    """The misconfigured image pipeline over a data set whose decoded size (128x128x3 bytes an
+    image: 600 MB for 12,288 images) is several times the memory budget the bench gives it; its
+    JPEG records (~63 MB) are read from disk (the bench evicts them from the page cache before
+    every measured run)."""
+    paths = image_records(data_dir, files=files, per_file=per_file)
+    return lambda: examples.image_pipeline(paths, batch_size=32, epochs=None)
+
+
+def decoded_bytes(files: int, per_file: int, size: int = 128) -> int:
+    """Bytes of the decoded images of :func:`image_records` (uint8, 3 channels)."""
+    return files * per_file * size * size * 3
+
+
+def crop_and_flip(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """ResNet-style random augmentation: a random 112x112 crop, resized back, a random flip."""
+    image = tf.image.random_crop(image, [112, 112, 3])
+    image = tf.image.resize(image, [96, 96])
+    return tf.image.random_flip_left_right(image), label
+
+
+def to_unit_range(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return tf.cast(image, tf.float32) / 255.0, label
+
+
+def shuffled_training(data_dir: str | Path, *, files: int = 16, per_file: int = 256) -> Factory:
+    """A training pipeline as the tutorials write it: files shuffled, records interleaved and
+    shuffled, random crop and flip. Everything is random from the source up: nothing can be
+    cached, so only parallelism and prefetch can help."""
+    paths = image_records(data_dir, files=files, per_file=per_file)
+
+    def make() -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices(paths).shuffle(len(paths))
+        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=4)
+        ds = ds.shuffle(1024)
+        ds = ds.map(examples.parse_example).map(examples.decode_image).map(crop_and_flip).map(to_unit_range)
+        return ds.batch(32).repeat()
+    return make
+
+
+def decode_and_resize(example: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+    image = tf.io.decode_jpeg(example["image"], channels=3)
+    return tf.cast(tf.image.resize(image, [96, 96]), tf.uint8), example["label"]
+
+
+def expert_tuned(data_dir: str | Path, *, files: int = 16, per_file: int = 256) -> Factory:
+    """A pipeline an expert already tuned (the tf.data performance guide's advice): AUTOTUNE
+    everywhere, a cache after the deterministic decode, shuffle and random flip above it,
+    ``prefetch(AUTOTUNE)`` last. The right answer is "no change"."""
+    paths = image_records(data_dir, files=files, per_file=per_file)
+    auto = tf.data.AUTOTUNE
+
+    def make() -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices(paths)
+        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=4, num_parallel_calls=auto)
+        ds = ds.map(examples.parse_example, num_parallel_calls=auto)
+        ds = ds.map(decode_and_resize, num_parallel_calls=auto).cache()
+        ds = ds.shuffle(1024).map(examples.random_flip, num_parallel_calls=auto)
+        ds = ds.map(to_unit_range, num_parallel_calls=auto)
+        return ds.batch(32).prefetch(auto)
+    return make
+
+
 def decode_only(data_dir: str | Path, *, files: int = 8, per_file: int = 128) -> Factory:
     """Image-like, decode-heavy, nothing else (the tracing-overhead benchmark)."""
     paths = image_records(data_dir, files=files, per_file=per_file)

@@ -1,7 +1,13 @@
 """``plumbkit bench``: the paper's figures for this machine, written as Markdown + PNG + JSON.
 
-Every comparison is measured in this process and interleaved (rounds of A, B, C, D), so ratios
-hold on a noisy machine. ``--quick`` runs one small pipeline in seconds (CI keeps it from rotting).
+End to end, every pipeline is optimized (its prediction made before any rewrite ran), then six
+configurations — yours, naive, heuristic, AUTOTUNE, AUTOTUNE + the plan's cache and prefetch, and
+the plan — are measured again, independently, under one protocol (:mod:`plumbkit.engine.compare`:
+fresh builds, caches filled, steady state, interleaved rounds, median and IQR). The report checks
+the speed-up optimize() reported against that independent timing. The pipelines cover the
+regimes users live in: larger than the memory budget and read from disk, shuffled with random
+augmentation, already tuned by an expert, and small evaluation-style sets that fit the cache.
+``--quick`` runs one small pipeline in seconds (CI keeps it from rotting).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import platform
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,8 +27,11 @@ import psutil
 
 from ..engine import baselines, optimize, pick_best, trace, walk
 from ..host.machine import available_cores
-from ..engine.measuring import measure
+from ..engine.compare import FULL, Contender, Protocol, compare
+from ..engine.optimization import AUTOTUNE_WITH
+from ..tfdata.disk import evict_from_page_cache
 from ..tfdata.graph import dataset_at, serialized_graph
+from ..tfdata.rebuild import apply_changes
 from . import pipelines as bench_pipelines
 from .accuracy import operator_errors, summary as accuracy_summary
 from .cancel import cancel_latency
@@ -44,52 +54,122 @@ def machine() -> dict[str, Any]:
             "date": time.strftime("%Y-%m-%d %H:%M")}
 
 
-def end_to_end(name: str, make: Callable, *, seconds: float, rounds: int, log: Callable[[str], None]) -> dict:
-    """naive / heuristic / AUTOTUNE / plumbkit, measured interleaved; plumbkit's prediction."""
+#: Configurations measured end to end, in table order.
+CONFIGS = ("yours", "naive", "heuristic", "autotune", AUTOTUNE_WITH, "plumbkit")
+#: The speed-up plumbkit reports must agree with an independent timing within this.
+AGREEMENT = 0.15
+
+
+def _speedup(s) -> dict | None:
+    if s is None:
+        return None
+    return {"ratio": s.ratio, "low": s.low, "high": s.high, "measurable": s.measurable, "verdict": s.verdict,
+            "ratios": list(s.ratios)}
+
+
+def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Callable[[str], None],
+               memory_budget: float | None = None, before_each: Callable[[str], None] | None = None,
+               regime: str = "") -> dict:
+    """optimize() (its own comparison: yours vs its plan), then all six configurations measured
+    again, independently, under the same protocol: yours, naive, heuristic, AUTOTUNE, AUTOTUNE +
+    the plan's cache and prefetch, and the plan. The plan's prediction was made before it ran."""
     log(f"[{name}] optimizing")
-    plan = optimize(make, seconds=seconds, compare=False)
-    warm = plan.warmup_batches
-    contenders = {
-        "naive": lambda: baselines.naive(make()),
-        "heuristic": lambda: baselines.heuristic(make(), plan.trace.cores),
-        "autotune": lambda: baselines.autotune(make(), plan.trace.cores),
-        "plumbkit": lambda: plan.dataset,
-    }
-    measured: dict[str, list[float]] = {k: [] for k in contenders}
-    for r in range(rounds):
-        for key in (list(contenders) if r % 2 == 0 else list(contenders)[::-1]):
-            log(f"[{name}] round {r + 1}: {key}")
-            w = warm if key == "plumbkit" else 0
-            measured[key].append(measure(contenders[key](), seconds=seconds, warmup_batches=w).throughput)
-    med = {k: statistics.median(v) for k, v in measured.items()}
+    plan = optimize(make, seconds=seconds, compare=False, protocol=protocol, memory_budget=memory_budget,
+                    before_each=before_each, on_progress=lambda m, f: log(f"[{name}]   {m}"))
+    cores = plan.trace.cores
+    changes = plan.proposed_changes
+    contenders = [
+        Contender("yours", make, plan.yours_warmup_batches),
+        Contender("naive", lambda: baselines.naive(make()), plan.yours_warmup_batches),
+        Contender("heuristic", lambda: baselines.heuristic(make(), cores), plan.yours_warmup_batches),
+        Contender("autotune", lambda: baselines.autotune(make(), cores), plan.yours_warmup_batches),
+        Contender(AUTOTUNE_WITH, lambda: baselines.autotune_with(make(), changes, cores), plan.warmup_batches),
+        Contender("plumbkit", lambda: apply_changes(make(), changes), plan.warmup_batches),
+    ]
+    log(f"[{name}] measuring six configurations alike ({protocol.rounds} rounds)")
+    comparison = compare(contenders, protocol, before_each=before_each,
+                         on_progress=lambda m, f: log(f"[{name}]   {m}"))
+    res = comparison.results
+    med = {k: r.median for k, r in res.items()}
+    measured_plan = med["plumbkit"]
+    reported = plan.speedup
+    independent = comparison.speedup("plumbkit", "yours")
+    agreement = None
+    if independent is not None:
+        claimed = reported.ratio if reported is not None else 1.0  # no changes: the same pipeline
+        agreement = independent.ratio / claimed - 1
+    returned = "plumbkit" if plan.applied else "yours"
+    over_autotune = comparison.speedup(returned, "autotune")
     return {
-        "pipeline": name, "measured": med, "samples": measured,
+        "pipeline": name, "regime": regime, "measured": med,
+        "quartiles": {k: r.quartiles for k, r in res.items()},
+        "spread": {k: r.spread for k, r in res.items()},
+        "failed": {k: r.failed for k, r in res.items() if r.failed},
+        "rounds": {k: r.rounds for k, r in res.items()},
+        "neighbour_cores": {k: r.neighbour_cores for k, r in res.items()},
+        "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
+        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch if plan.prediction else None,
+        "protocol_notes": {k: r.notes for k, r in res.items() if r.notes},
         "predicted_plumbkit": plan.predicted_throughput,
-        "prediction_error": abs(plan.predicted_throughput - med["plumbkit"]) / med["plumbkit"],
-        "speedup_over_naive": {k: v / med["naive"] for k, v in med.items()},
-        "plumbkit_over_autotune": med["plumbkit"] / med["autotune"],
-        "cache": plan.cache.label, "cache_bytes": plan.cache.bytes,
-        "changes": [str(c) for c in plan.changes], "notes": plan.notes,
+        "predicted": plan.predictions,
+        "prediction_binding": plan.prediction.binding if plan.prediction else None,
+        "prediction_limits": plan.prediction.limits if plan.prediction else {},
+        "prediction_error": (abs(plan.predicted_throughput - measured_plan) / measured_plan
+                             if measured_plan else None),
+        "lp_bound": plan.lp.throughput, "lp_binding": plan.lp.binding,
+        "plumbkit_over_lp_bound": measured_plan / plan.lp.throughput if measured_plan and plan.lp.throughput else None,
+        "runtime": vars(plan.runtime) if plan.runtime else None,
+        "reported_speedup": _speedup(reported), "independent_speedup": _speedup(independent),
+        "speedup_agreement": agreement,
+        "speedup_agrees": agreement is not None and abs(agreement) <= AGREEMENT,
+        "returned": returned, "applied": plan.applied, "verdict": plan.verdict,
+        "returned_over_autotune": _speedup(over_autotune),
+        "speedup_over_naive": {k: v / med["naive"] for k, v in med.items() if v and med.get("naive")},
+        "plumbkit_over_autotune": (measured_plan / med["autotune"]) if measured_plan and med.get("autotune") else None,
+        "cache": plan.cache.label, "cache_bytes": plan.cache.bytes, "memory_budget": plan.cache.budget,
+        "cache_why": plan.cache.why,
+        "changes": [str(c) for c in changes], "notes": plan.notes,
+        "theta": plan.theta_by_label, "charged": plan.charged,
     }
 
 
-def stepping(name: str, make: Callable, *, steps: int, seeds: int, seconds: float,
+def stepping(name: str, make: Callable, *, steps: int, starts: int, seconds: float,
              log: Callable[[str], None]) -> dict:
-    """Bottleneck walk vs random walks; steps to 90% of peak; LP bound along the walk."""
-    log(f"[{name}] bottleneck walk")
-    b = walk(make, steps=steps, policy="bottleneck", seconds=seconds)
-    randoms = []
-    for s in range(seeds):
+    """Bottleneck walks against random walks, each from ``starts`` fresh starts: steps to 90% of
+    peak with their spread; "not separable" where the noise (the spread of the same starting
+    pipeline measured at every start) is as wide as the 10% threshold."""
+    walks_b, walks_r = [], []
+    for s in range(starts):
+        log(f"[{name}] bottleneck walk, start {s + 1}")
+        walks_b.append(walk(make, steps=steps, policy="bottleneck", seconds=seconds))
         log(f"[{name}] random walk, seed {s}")
-        randoms.append(walk(make, steps=steps, policy="random", seed=s, seconds=seconds))
-    peak = statistics.median([max(w.throughputs) for w in [b, *randoms]])
-    to90 = lambda w: w.steps_to_reach(0.9, peak)  # noqa: E731
-    r90 = [to90(w) if to90(w) is not None else steps + 1 for w in randoms]
+        walks_r.append(walk(make, steps=steps, policy="random", seed=s, seconds=seconds))
+    everything = walks_b + walks_r
+    peak = statistics.median([max(w.throughputs) for w in everything])
+    steps_b = [x if (x := w.steps_to_reach(0.9, peak)) is not None else steps + 1 for w in walks_b]
+    steps_r = [x if (x := w.steps_to_reach(0.9, peak)) is not None else steps + 1 for w in walks_r]
+    starts_measured = [w.throughputs[0] for w in everything]
+    noise = _relative_iqr(starts_measured)
+    separable = noise < 0.10 and max(steps_b) < min(steps_r)
+    b = walks_b[0]
     return {"pipeline": name, "bottleneck": b.throughputs, "bottleneck_ops": b.operators,
-            "random": [w.throughputs for w in randoms], "lp_bounds": b.lp_bounds,
-            "steps_to_90_bottleneck": to90(b) if to90(b) is not None else steps + 1,
-            "steps_to_90_random_mean": statistics.mean(r90),
+            "bottleneck_walks": [w.throughputs for w in walks_b], "random": [w.throughputs for w in walks_r],
+            "lp_bounds": b.lp_bounds, "peak": peak,
+            "steps_to_90_bottleneck": steps_b, "steps_to_90_random": steps_r,
+            "steps_to_90_bottleneck_median": statistics.median(steps_b),
+            "steps_to_90_random_median": statistics.median(steps_r),
+            "start_noise": noise, "separable": separable,
+            "verdict": ("separable" if separable else
+                        "not separable: " + (f"the same start measured {100 * noise:.0f}% apart (IQR/median), "
+                                             f"as wide as the 10% threshold" if noise >= 0.10 else
+                                             "the walks' step counts overlap")),
             "lp_over_measured": [lp / max(m, 1e-9) for lp, m in zip(b.lp_bounds, b.throughputs)]}
+
+
+def _relative_iqr(values: list[float]) -> float:
+    import numpy as np
+    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    return float((q3 - q1) / med) if med else float("inf")
 
 
 #: Smaller nodes (a list of file names) never decide a cache; their byte counts differ only in
@@ -148,33 +228,36 @@ def plots(report: dict, out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     files = []
-    if report["end_to_end"]:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        names = [r["pipeline"] for r in report["end_to_end"]]
-        keys = ["naive", "heuristic", "autotune", "plumbkit"]
-        width = 0.2
-        for k, key in enumerate(keys):
+    rows = [r for r in report["end_to_end"] if r["measured"].get("naive")]
+    if rows:
+        fig, ax = plt.subplots(figsize=(9, 3.8))
+        names = [r["pipeline"] for r in rows]
+        width = 0.8 / len(CONFIGS)
+        for k, key in enumerate(CONFIGS):
             ax.bar([i + k * width for i in range(len(names))],
-                   [r["speedup_over_naive"][key] for r in report["end_to_end"]], width, label=f"{key} (measured)")
-        ax.scatter([i + 3 * width for i in range(len(names))],
-                   [r["predicted_plumbkit"] / r["measured"]["naive"] for r in report["end_to_end"]],
-                   marker="x", color="black", label="plumbkit (predicted)", zorder=3)
-        ax.set_xticks([i + 1.5 * width for i in range(len(names))], names)
+                   [r["speedup_over_naive"].get(key, 0) for r in rows], width, label=f"{key} (measured)")
+        plan_at = CONFIGS.index("plumbkit")
+        ax.scatter([i + plan_at * width for i in range(len(names))],
+                   [r["predicted_plumbkit"] / r["measured"]["naive"] for r in rows],
+                   marker="x", color="black", label="plumbkit, predicted before the fact", zorder=3)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, fontsize=7, rotation=15)
         ax.set_yscale("log")
-        ax.set_ylabel("speedup over naive")
-        ax.legend(fontsize=7)
+        ax.set_ylabel("speed-up over naive (median)")
+        ax.legend(fontsize=6, ncol=2)
         fig.tight_layout()
         fig.savefig(out / "end_to_end.png", dpi=110)
         files.append("end_to_end.png")
     for s in report["stepping"]:
         fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot(s["bottleneck"], "o-", color="#d62728", label="bottleneck walk (measured)")
+        for k, w in enumerate(s["bottleneck_walks"]):
+            ax.plot(w, "o-", color="#d62728", alpha=0.7, label="bottleneck walks (measured)" if k == 0 else None)
         for k, r in enumerate(s["random"]):
             ax.plot(r, ".--", color="#1f77b4", alpha=0.6, label="random walks (measured)" if k == 0 else None)
-        ax.plot(s["lp_bounds"], ":", color="black", label="LP bound (predicted)")
+        ax.plot(s["lp_bounds"], ":", color="black", label="LP bound, first bottleneck walk (predicted)")
+        ax.axhline(0.9 * s["peak"], color="#7f7f7f", lw=0.8, label="90% of peak")
         ax.set_xlabel("step")
         ax.set_ylabel("minibatches/s")
-        ax.set_title(f"stepping: {s['pipeline']}")
+        ax.set_title(f"stepping: {s['pipeline']} ({s['verdict'].split(':')[0]})", fontsize=9)
         ax.legend(fontsize=7)
         fig.tight_layout()
         name = f"stepping_{s['pipeline']}.png".replace(" ", "_")
@@ -210,30 +293,75 @@ def plots(report: dict, out: Path) -> list[str]:
     return files
 
 
+def _num(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _cell(row: dict, key: str) -> str:
+    if key in row.get("failed", {}):
+        return "failed"
+    return _num(row["measured"].get(key))
+
+
+def end_to_end_table(rows: list[dict]) -> list[str]:
+    """The headline table (also the README's)."""
+    lines = ["| pipeline | yours | naive | heuristic | AUTOTUNE | AUTOTUNE + same cache | plumbkit | "
+             "plumbkit predicted | prediction error | spread (IQR/median, plumbkit) | returned |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        returned = "plan" if r["applied"] else ("yours (nothing to change)" if not r["changes"]
+                                                else "yours (no measurable gain)")
+        lines.append(f"| {r['pipeline']} | " + " | ".join(_cell(r, k) for k in CONFIGS)
+                     + f" | {_num(r['predicted_plumbkit'])} | {_pct(r['prediction_error'])} | "
+                       f"{_pct(r['spread'].get('plumbkit'))} | {returned} |")
+    return lines
+
+
 def markdown(report: dict) -> str:
     m = report["machine"]
+    rows = report["end_to_end"]
     lines = [f"# plumbkit bench — {m['date']}", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gb']} GiB; TensorFlow {m['tensorflow']}, "
-             f"Python {m['python']}. All throughputs in minibatches/s, measured in one process, "
-             f"interleaved, medians of {report['rounds']} rounds; *predicted* marks the model's numbers.", ""]
-    if report["end_to_end"]:
-        lines += ["## End to end", "",
-                  "| pipeline | naive | heuristic | AUTOTUNE | plumbkit | plumbkit predicted | plumbkit / AUTOTUNE | prediction error | cache |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in report["end_to_end"]:
-            me = r["measured"]
-            lines.append(f"| {r['pipeline']} | {me['naive']:.1f} | {me['heuristic']:.1f} | {me['autotune']:.1f} | "
-                         f"{me['plumbkit']:.1f} | {r['predicted_plumbkit']:.1f} | {r['plumbkit_over_autotune']:.2f}× | "
-                         f"{100 * r['prediction_error']:.0f}% | {r['cache'] or '—'} |")
+             f"Python {m['python']}. Throughputs in minibatches/s, medians over the rounds of one protocol "
+             f"({report['protocol']}). *predicted* marks the model's numbers, made before any rewrite ran.", ""]
+    if rows:
+        lines += ["## End to end", ""] + end_to_end_table(rows) + [""]
+        lines += ["What each pipeline is, and where plumbkit's figure comes from:", ""]
+        for r in rows:
+            cache = (f"cache at {r['cache']} ({r['cache_bytes'] / 1e6:,.1f} MB of a {r['memory_budget'] / 1e6:,.0f} MB "
+                     f"budget)" if r["cache"] else f"no new cache ({r['cache_why']})")
+            lines.append(f"- **{r['pipeline']}** — {r['regime']} plumbkit: {cache}; prediction bound by "
+                         f"{r['prediction_binding']}. {r['verdict']}.")
+        lines += ["", "## Checks", "",
+                  "| pipeline | speed-up optimize() reported | same two timed independently | agreement | "
+                  "returned vs AUTOTUNE | plumbkit / its LP bound | other processes (cores, median) |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            rep, ind, auto = r["reported_speedup"], r["independent_speedup"], r["returned_over_autotune"]
+            agree = ("—" if r["speedup_agreement"] is None else
+                     f"{100 * r['speedup_agreement']:+.0f}% ({'within' if r['speedup_agrees'] else 'OUTSIDE'} 15%)")
+            neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
+            lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
+                         f"{ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
+                         f"{_pct(r['plumbkit_over_lp_bound'])} | "
+                         f"{_num(statistics.median(neighbours), 2) if neighbours else '—'} |")
+        errors = [r["prediction_error"] for r in rows if r["prediction_error"] is not None]
+        if errors:
+            lines += ["", f"Prediction error before the fact: median {100 * statistics.median(errors):.0f}%, "
+                          f"worst {100 * max(errors):.0f}% over {len(errors)} pipelines."]
         lines.append("")
     if report["stepping"]:
-        lines += ["## Stepping (steps to 90% of peak)", "",
-                  "| pipeline | bottleneck walk | random walks (mean) | LP bound / measured along the walk | ops chosen |",
-                  "|---|---|---|---|---|"]
+        lines += ["## Stepping (steps to 90% of peak, over several starts)", "",
+                  "| pipeline | bottleneck walks: median (all) | random walks: median (all) | start measured apart (IQR/median) | verdict | ops chosen (first walk) |",
+                  "|---|---|---|---|---|---|"]
         for s in report["stepping"]:
-            ratios = s.get("lp_over_measured") or [float("nan")]
-            lines.append(f"| {s['pipeline']} | {s['steps_to_90_bottleneck']} | {s['steps_to_90_random_mean']:.1f} | "
-                         f"{min(ratios):.2f}–{max(ratios):.2f} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
+            lines.append(f"| {s['pipeline']} | {s['steps_to_90_bottleneck_median']:g} ({', '.join(map(str, s['steps_to_90_bottleneck']))}) | "
+                         f"{s['steps_to_90_random_median']:g} ({', '.join(map(str, s['steps_to_90_random']))}) | "
+                         f"{_pct(s['start_noise'])} | {s['verdict']} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
         lines.append("")
     if report["cache"]:
         lines += ["## Materialized size: predicted vs true", "", "| pipeline | trace s | operator | predicted | true | error |",
@@ -308,9 +436,11 @@ def _pct(x: float | None) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench-report", help="folder for report.md, report.json and PNGs")
     parser.add_argument("--quick", action="store_true", help="one small pipeline, a few seconds (CI)")
-    parser.add_argument("--seconds", type=float, default=None, help="seconds per measurement")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per comparison")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds per trace")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per comparison (>= 5 for the report)")
+    parser.add_argument("--window", type=float, default=None, help="seconds per measurement window")
     parser.add_argument("--only", default=None, help="comma-separated pipeline names")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: stepping,cache,overhead,pick_best")
 
 
 def step_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Callable]:
@@ -320,9 +450,9 @@ def step_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Calla
     if quick:
         return targets
     targets["three maps"] = bench_pipelines.planted_three_maps()
-    for name in ("image (cacheable)", "speech"):
+    for name, target in (("image fits in memory", "image from naive"), ("speech", "speech from naive")):
         if name in pipelines:
-            targets[f"{name.split(' ')[0]} from naive"] = (lambda make: lambda: baselines.naive(make()))(pipelines[name])
+            targets[target] = (lambda make: lambda: baselines.naive(make()))(pipelines[name])
     return targets
 
 
@@ -338,6 +468,52 @@ def accuracy_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, C
     return targets
 
 
+@dataclass(frozen=True)
+class Case:
+    """A bench pipeline: its factory, the regime it stands for, and how it is measured."""
+
+    make: Callable
+    regime: str
+    memory_budget: float | None = None
+    before_each: Callable[[str], None] | None = None
+
+
+def cases(data: str, quick: bool) -> dict[str, Case]:
+    if quick:
+        return {"skewed": Case(bench_pipelines.planted_skewed(elements=800),
+                               "planted maps two orders of magnitude apart, small and cacheable.")}
+    big = dict(files=24, per_file=512)
+    big_paths = bench_pipelines.image_records(data, **big)
+    decoded = bench_pipelines.decoded_bytes(**big)
+    budget = decoded / 4.5
+    evict = lambda _name: evict_from_page_cache(big_paths)  # noqa: E731
+    return {
+        "image larger than memory": Case(
+            bench_pipelines.image_larger_than_memory(data, **big),
+            f"{big['files'] * big['per_file']:,} JPEGs read from disk (evicted from the page cache before every "
+            f"run); decoded {decoded / 1e6:,.0f} MB, {decoded / budget:.1f}× the {budget / 1e6:,.0f} MB memory budget "
+            f"given to plumbkit.", memory_budget=budget, before_each=evict),
+        "image shuffled + random crop": Case(
+            bench_pipelines.shuffled_training(data),
+            "a training pipeline as tutorials write it: files and records shuffled, random crop and flip; "
+            "random from the source up, so nothing can be cached."),
+        "image expert-tuned": Case(
+            bench_pipelines.expert_tuned(data),
+            "AUTOTUNE everywhere, a cache after decode, shuffle + random flip above it, prefetch(AUTOTUNE): "
+            "the right answer is no change."),
+        "image fits in memory": Case(
+            bench_pipelines.image_cacheable(data),
+            "the misconfigured demo pipeline on a small evaluation-style set (1,024 images) whose "
+            "decoded minibatches fit the memory budget whole."),
+        "image + random flip": Case(bench_pipelines.image_random(data),
+                                    "the same with a random flip: the cache must go below it."),
+        "detection": Case(bench_pipelines.detection(data), "decode, box-aware random crop, filter, padded batch."),
+        "text": Case(bench_pipelines.text(data), "16,000 lines of tiny ops; fits the cache whole."),
+        "speech": Case(bench_pipelines.speech(), "synthetic audio, STFT, mel, random masks."),
+        "skewed": Case(bench_pipelines.planted_skewed(), "planted maps two orders of magnitude apart."),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -345,61 +521,65 @@ def run(args: argparse.Namespace) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     quick = args.quick
     seconds = args.seconds or (1.0 if quick else 4.0)
-    rounds = args.rounds or (1 if quick else 3)
-    if quick:
-        pipelines = {"skewed": bench_pipelines.planted_skewed(elements=800)}
-    else:
-        pipelines = {
-            "image (cacheable)": bench_pipelines.image_cacheable(data),
-            "image + random flip": bench_pipelines.image_random(data),
-            "detection": bench_pipelines.detection(data),
-            "text": bench_pipelines.text(data),
-            "speech": bench_pipelines.speech(),
-            "skewed": bench_pipelines.planted_skewed(),
-        }
+    base = Protocol(rounds=2, window=0.25, max_windows=3, fill_limit=10.0) if quick else FULL
+    protocol = Protocol(rounds=args.rounds or base.rounds, window=args.window or base.window,
+                        tolerance=base.tolerance, max_windows=base.max_windows, fill_limit=base.fill_limit)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    chosen = cases(data, quick)
     if args.only:
         wanted = {n.strip() for n in args.only.split(",")}
-        pipelines = {k: v for k, v in pipelines.items() if k in wanted}
-    report: dict[str, Any] = {"machine": machine(), "rounds": rounds, "seconds": seconds,
-                              "end_to_end": [], "stepping": [], "cache": [], "overhead": [], "cancel": [],
-                              "plots": [], "accuracy": []}
-    for name, make in pipelines.items():
-        report["end_to_end"].append(end_to_end(name, make, seconds=seconds, rounds=rounds, log=log))
-    for name, make in step_targets(pipelines, quick).items():
-        report["stepping"].append(stepping(name, make, steps=2 if quick else 5, seeds=1 if quick else 3,
-                                           seconds=seconds, log=log))
-    for name, make in accuracy_targets(pipelines, quick).items():
-        report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 1.0,
-                                                  log=log, rounds=1 if quick else 3))
+        chosen = {k: v for k, v in chosen.items() if k in wanted}
+    report: dict[str, Any] = {"machine": machine(), "protocol": protocol.describe(), "rounds": protocol.rounds,
+                              "seconds": seconds, "end_to_end": [], "stepping": [], "cache": [], "overhead": [],
+                              "cancel": [], "plots": [], "accuracy": []}
+    for name, case in chosen.items():
+        report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
+                                               memory_budget=case.memory_budget, before_each=case.before_each,
+                                               regime=case.regime))
+        (out / "partial.json").write_text(json.dumps(report, indent=1, default=str))  # a long run keeps its results
+    pipelines = {k: v.make for k, v in chosen.items()}
+    if "stepping" not in skip:
+        for name, make in step_targets(pipelines, quick).items():
+            report["stepping"].append(stepping(name, make, steps=2 if quick else 4, starts=2 if quick else 3,
+                                               seconds=0.75 if quick else 3.0, log=log))
+    if "accuracy" not in skip:
+        for name, make in accuracy_targets(pipelines, quick).items():
+            report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 1.0,
+                                                      log=log, rounds=1 if quick else 3))
     if quick:  # the same code paths, on the small pipeline
         finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
         report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))
-        report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=1))
+        report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=3))
         report["cancel"].append(responsiveness("skewed", pipelines["skewed"], seconds=seconds,
                                                delays=(0.5, 2.0), log=log))
     else:
-        # one pass (4096 images) takes about a second: shorter traces see part of it
-        cache_src = bench_pipelines.image_cacheable(Path(data) / "cache-estimate", files=16, per_file=256)
-        report["cache"].append(cache_accuracy("image (cacheable)", cache_src, seconds_list=[0.25, 0.5, 1.0, 2.0], log=log))
-        # Overhead on CPU-saturated variants where one exists (the user's image and text
-        # pipelines idle on a sequential reader, which would hide the tracer's cost).
-        saturated = {"image (cacheable)": bench_pipelines.decode_only(data),
-                     "text": bench_pipelines.text(data, tuned=True)}
-        for name, make in pipelines.items():
-            log(f"[{name}] tracing overhead")
-            report["overhead"].append(overhead(name, saturated.get(name, make), seconds=seconds, rounds=2 * rounds + 1))
-        for name in ("image (cacheable)", "text"):
-            if name in pipelines:
-                report["cancel"].append(responsiveness(name, pipelines[name], seconds=seconds,
-                                                       delays=(0.5, 2.0, 5.0, 10.0), log=log))
-    if not quick and (not args.only or "pick_best" in args.only):
+        if "cache" not in skip:
+            # one pass (4096 images) takes about a second: shorter traces see part of it
+            cache_src = bench_pipelines.image_cacheable(Path(data) / "cache-estimate", files=16, per_file=256)
+            report["cache"].append(cache_accuracy("image (cacheable)", cache_src, seconds_list=[0.25, 0.5, 1.0, 2.0],
+                                                  log=log))
+        if "overhead" not in skip:
+            # Overhead on CPU-saturated variants where one exists (the user's image and text
+            # pipelines idle on a sequential reader, which would hide the tracer's cost).
+            saturated = {"image fits in memory": bench_pipelines.decode_only(data),
+                         "text": bench_pipelines.text(data, tuned=True)}
+            for name, make in pipelines.items():
+                log(f"[{name}] tracing overhead")
+                report["overhead"].append(overhead(name, saturated.get(name, make), seconds=seconds, rounds=5))
+        if "cancel" not in skip:
+            for name in ("image fits in memory", "text"):
+                if name in pipelines:
+                    report["cancel"].append(responsiveness(name, pipelines[name], seconds=seconds,
+                                                           delays=(0.5, 2.0, 5.0, 10.0), log=log))
+    if not quick and "pick_best" not in skip and (not args.only or "pick_best" in args.only):
         log("[pick_best] fused vs unfused decode + crop")
         best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
-        report["pick_best"] = {"best": best, "reason": reason, "measured": plan.measured_throughput,
+        report["pick_best"] = {"best": best, "reason": reason, "measured": plan.returned_throughput,
                                "cache": plan.cache.label}
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "report.md").write_text(markdown(report))
+    (out / "partial.json").unlink(missing_ok=True)
     print(markdown(report))
     print(f"report written to {out}/")
     return 0

@@ -1,23 +1,53 @@
-"""The full optimization and pick_best: trace -> decide -> rebuild -> measure, against baselines.
+"""The full optimization and pick_best: trace -> decide -> predict -> rebuild -> measure alike.
 
-Every throughput called *measured* here was measured in this process on the pipeline it
-names; every one called *predicted* comes from the model (the LP) and is labelled so.
+1. **Before the fact.** The user's pipeline is traced, the consumer's ceiling, the runtime's
+   hand-off and cache-read costs and the disk are measured; the plan (LP parallelism, a cache
+   under the memory budget, a prefetch) is decided and its throughput *predicted* from those
+   measurements only (:mod:`plumbkit.planning.predict`). Later rounds (``rounds > 1``) may
+   re-solve the LP on a trace of the rewritten pipeline: that bound is shown as "refined after
+   one rewrite", never as the prediction.
+2. **Measured alike.** Yours, plumbkit's plan and (with ``compare``) the naive, heuristic,
+   AUTOTUNE and "AUTOTUNE + the same cache and prefetch" baselines run under one protocol
+   (:mod:`plumbkit.engine.compare`): built fresh every round, caches filled, steady state,
+   interleaved rounds, median and interquartile range.
+3. **Never worse than what you wrote.** Your caches and prefetches stay. If the plan is not
+   measurably faster than your pipeline (the 90% bootstrap interval of the speed-up holds 1),
+   plumbkit says so and hands back your pipeline unchanged.
+
+Every throughput called *measured* was measured in this process on the pipeline it names; every
+one called *predicted* comes from the model and is labelled so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
-from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..planning.predict import (
+    Evidence,
+    Prediction,
+    RuntimeCosts,
+    evidence_from_trace,
+    layout_as_traced,
+    layout_with,
+    predict,
+    prediction_error,
+)
+from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
+from ..tfdata.graph_edits import RewriteError
 from ..tfdata.memory_guard import fill_cache
 from ..tfdata.rebuild import apply_changes
+from ..tfdata.run import count_elements
+from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
-from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
+from .compare import QUICK, Comparison, Contender, Protocol, Speedup
+from .compare import compare as measure_alike
+from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .scheduler import operation
 from .trace_result import Trace
@@ -26,8 +56,10 @@ from .tracing import PipelineLike
 if TYPE_CHECKING:
     import tensorflow as tf
 
-#: Longest plumbkit waits for one epoch to fill a cache before measuring the steady state.
-MAX_WARMUP_SECONDS = 60.0
+#: Names of the configurations compared, in the order they are shown.
+YOURS, PLUMBKIT = "yours", "plumbkit"
+AUTOTUNE_WITH = "autotune + same cache"
+CONFIGURATIONS = (YOURS, "naive", "heuristic", "autotune", AUTOTUNE_WITH, PLUMBKIT)
 
 
 def _quiet(_: str, __: float) -> None:
@@ -36,33 +68,70 @@ def _quiet(_: str, __: float) -> None:
 
 @dataclass
 class Plan:
-    """The full optimization's result. ``predicted_*`` are the model's; the rest were measured."""
+    """The full optimization's result.
+
+    ``predicted_throughput`` is the plan's own throughput predicted before any rewrite ran;
+    ``lp.throughput`` the LP bound of the best allocation under the plan's cache (also before the
+    fact, with the consumer, hand-offs and cache reads charged); ``refined_bound`` the LP bound on
+    a trace of the rewritten pipeline (only with ``rounds > 1``). Everything in ``comparison``,
+    ``baselines``, ``measured_throughput`` and ``baseline_throughput`` was measured under one
+    protocol. ``dataset`` is the plan's pipeline when it was measurably faster than yours
+    (``applied``), else yours, unchanged.
+    """
 
     dataset: "tf.data.Dataset"
-    changes: list[Change]
+    changes: list[Change]  # what was applied to ``dataset`` (empty when yours came back unchanged)
     predicted_throughput: float
-    measured_throughput: float
-    baseline_throughput: float
+    measured_throughput: float  # the plan's configuration, median over the protocol's rounds (0: failed)
+    baseline_throughput: float  # yours, the same way
     lp: LPSolution
     cache: CacheDecision
-    theta_by_label: dict[str, float]
+    theta_by_label: dict[str, float]  # the LP's cores per operator of yours
     trace: Trace  # the user's pipeline as given
-    final_trace: Trace  # the optimized pipeline, measured
-    baselines: dict[str, float] = field(default_factory=dict)  # measured, minibatches/s
-    predictions: dict[str, float] = field(default_factory=dict)
+    final_trace: Trace | None = None  # the rewritten pipeline, traced (only with rounds > 1)
+    baselines: dict[str, float] = field(default_factory=dict)  # measured medians, minibatches/s
+    predictions: dict[str, float] = field(default_factory=dict)  # each configuration's own prediction
     disk_bound: float | None = None
-    bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings given to the LP
+    bounds: dict[str, float] = field(default_factory=dict)  # measured ceilings the model used
     notes: list[str] = field(default_factory=list)
-    warmup_batches: int = 0  # batches consumed to fill the cache before measuring
+    warmup_batches: int = 0  # minibatches that fill the plan's cache before measuring
+    yours_warmup_batches: int = 0  # minibatches that fill your own caches before measuring
+    proposed_changes: list[Change] = field(default_factory=list)  # the plan, applied or not
+    applied: bool = False
+    speedup: Speedup | None = None  # plan over yours, measured
+    comparison: Comparison | None = None
+    prediction: Prediction | None = None  # the plan's prediction: its binding limit and the others
+    refined_bound: float | None = None  # LP bound refined after one rewrite (labelled, not the prediction)
+    charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
+    free: list[str] = field(default_factory=list)  # operators that cost nothing in steady state
+    runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
     options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
 
     @property
     def prediction_error(self) -> float:
-        return abs(self.predicted_throughput - self.measured_throughput) / max(self.measured_throughput, 1e-9)
+        """Before the fact: |predicted - measured| / measured, for the plan's configuration."""
+        return prediction_error(self.predicted_throughput, self.measured_throughput)
+
+    @property
+    def returned_throughput(self) -> float:
+        """Measured throughput of what ``dataset`` holds (the plan's, or yours when unchanged)."""
+        return self.measured_throughput if self.applied else self.baseline_throughput
+
+    @property
+    def verdict(self) -> str:
+        if not self.proposed_changes:
+            return "nothing to change: your pipeline is returned unchanged"
+        if self.speedup is None:
+            return "not measured alike: your pipeline is returned unchanged"
+        if self.applied:
+            return f"plumbkit's plan is {self.speedup.verdict} than yours: it is returned"
+        if self.speedup.measurable:
+            return f"plumbkit's plan was {self.speedup.verdict}: your pipeline is returned unchanged"
+        return f"{self.speedup.verdict}: your pipeline is returned unchanged"
 
     def rewrite_source(self, source: str) -> str:
-        """The user's cell ``source`` with this plan's changes written in (see plumbkit.codegen)."""
+        """The user's cell ``source`` with this plan's changes written in (see plumbkit.export)."""
         from ..export.source import rewrite_source
         return rewrite_source(source, self.changes)
 
@@ -70,96 +139,180 @@ class Plan:
         if self.partial:
             from ..render.text import partial_plan_text
             return partial_plan_text(self)
-        lines = [f"plumbkit plan: measured {self.measured_throughput:.2f} minibatches/s "
-                 f"(yours {self.baseline_throughput:.2f}; predicted {self.predicted_throughput:.2f})"]
-        lines += [f"  - {c}" for c in self.changes]
-        lines += [f"  {k}: {v:.2f} minibatches/s (measured)" for k, v in self.baselines.items()]
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  {o}" for o in self.options]
-        return "\n".join(lines)
+        from ..render.text import plan_text
+        return plan_text(self)
 
     def _repr_html_(self) -> str:
         from ..render.html import partial_plan_html, plan_html
         return partial_plan_html(self) if self.partial else plan_html(self)
 
 
+def _builder(pipeline: PipelineLike, ds: "tf.data.Dataset") -> tuple[Callable[[], "tf.data.Dataset"], str | None]:
+    """A factory for fresh copies of the user's pipeline (fresh caches each call), and a note
+    when only the same Dataset object can be used."""
+    if callable(pipeline) and not hasattr(pipeline, "element_spec"):
+        return lambda: resolve_pipeline(pipeline), None
+    try:
+        apply_changes(ds, [])
+        return lambda: apply_changes(ds, []), None
+    except RewriteError:
+        return lambda: ds, ("your pipeline could not be rebuilt from its graph, so every round ran the "
+                            "same Dataset object (its caches stay filled between rounds)")
+
+
+def _fill(trace: Trace, nodes: list[str], ds: "tf.data.Dataset | None" = None, limit: float = 60.0) -> int:
+    """Minibatches that fill every cache at ``nodes`` (one epoch at the slowest-filling one).
+
+    Where the trace could not size a cache's input (the user's cache over an interleave of files
+    TensorFlow cannot count), the elements under it are counted once, within ``limit`` seconds.
+    """
+    fills = []
+    for node in nodes:
+        n = one_epoch_batches(trace, node)
+        if not n and ds is not None:
+            visit = next((o.visit_ratio for o in trace.ops if o.name == node), None)
+            graph_def, _ = serialized_graph(ds)
+            count = count_elements(dataset_at(graph_def, node), limit=limit) if visit else None
+            n = math.ceil(count / visit) + 2 if count else 0
+        fills.append(n)
+    return max(fills or [0])
+
+
+def _user_caches(trace: Trace, root: str) -> list[str]:
+    p = trace.pipeline
+    mine = {root} | {o.name for o in p.descendants(root)}
+    return [op.name for op in p if op.kind == "cache" and op.name in mine]
+
+
+def _by_user_names(changes: list[Change], user: "Mapping[str, str]") -> list[Change]:
+    """Changes decided on a rebuilt pipeline, renamed to the user's graph nodes (by label)."""
+    return [Change(c.what, c.where, user.get(c.where, c.node), c.value, c.why) for c in changes]
+
+
 @operation("optimize", partial=lambda *cut_short: partial_plan(Plan, *cut_short))
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
-             seconds: float = 5.0, rounds: int = 2, compare: bool = True,
+             seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
+             costs: Mapping[str, float] | None = None, before_each: Callable[[str], None] | None = None,
              on_progress: Progress | None = None) -> Plan:
-    """The method's passes (LP parallelism, cache under ``memory_budget``, prefetch), twice, then
-    measure the result against the user's pipeline and the naive / heuristic / AUTOTUNE baselines."""
+    """Decide and predict a plan before the fact, then measure it against yours (and, with
+    ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
+
+    ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
+    0.5 s windows; the bench uses ``FULL``: 5 rounds of 1 s). ``rounds`` > 1 re-solves the LP on a
+    trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
+    label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
+    ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
+    """
     progress = on_progress or _quiet
+    protocol = protocol or QUICK
     ds = resolve_pipeline(pipeline)
-    total = rounds + (4 if compare else 1)
+    build_yours, note = _builder(pipeline, ds)
+    notes = [note] if note else []
     progress("tracing your pipeline", 0.0)
+    if before_each is not None:
+        before_each(YOURS)
     original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
-    user_root = pipeline_of(ds).root
-    progress("measuring the consumer's ideal bound and the disk", 0.5 / total)
-    bounds = {"consumer (ideal pipeline, measured)": ideal_throughput(ds)}
+    user = pipeline_of(ds)
+    progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
+    runtime = RuntimeCosts(consumer=consumer_ceiling(ds), handoff=handoff_cost(), cache_read=cache_read_cost())
     disk = disk_bound(original, parallelism=int(cores))
-    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user_root,
-                       bounds=bounds, disk_bound=disk)
+    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user.root,
+                       disk_bound=disk, runtime=runtime, costs=costs)
     changes, cache = list(decisions.changes), decisions.cache
-    progress("round 1: LP parallelism, cache, prefetch", 1 / total)
-    candidate = apply_changes(ds, decisions.changes, cache_limit=cache.budget if cache.node else None)
-    warm = one_epoch_batches(original, cache.node) if cache.node else 0
-    notes: list[str] = list(decisions.notes)
-    if warm and warm / max(original.throughput, 1e-9) > MAX_WARMUP_SECONDS:
-        notes.append(f"one epoch takes ~{warm / original.throughput:.0f} s, longer than plumbkit waits "
-                     f"to fill the cache ({MAX_WARMUP_SECONDS:.0f} s): the measured throughput is "
-                     f"with a cold cache, the prediction is for a warm one; the cache's fill is "
-                     f"guarded and stops with an error naming it if it passes the budget")
-        warm = 0
-    overflow = fill_cache(candidate, warm, seconds=2 * MAX_WARMUP_SECONDS) if warm else None
-    if overflow:  # the estimate was too low: plan again without a cache
-        budget = cache.budget
-        decisions = decide(original, cores=cores, memory_budget=0, root=user_root, bounds=bounds,
-                           disk_bound=disk)
-        changes, warm = list(decisions.changes), 0
-        cache = dataclasses.replace(decisions.cache, budget=budget, why=f"{overflow}; nothing is cached")
-        decisions.cache = cache
-        candidate = apply_changes(ds, decisions.changes)
-        notes.append(f"{overflow}: the plan caches nothing (what was measured is without a cache); "
-                     f"to cache anyway, on disk, add .cache('/path/on/disk') there")
+    notes += list(decisions.notes)
+    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
+    yours_fill = _fill(original, _user_caches(original, user.root), ds, limit=protocol.fill_limit)
+    plan_fill = max(yours_fill, _fill(original, [cache.node] if cache.node else []))
+    cache_limit = cache.budget if cache.node else None
+    if cache.node and plan_fill:
+        # Guard the fill: the estimate may be low, and stock cache() has no limit.
+        progress("filling the plan's cache once (guarded by the budget)", 0.18)
+        overflow = fill_cache(apply_changes(ds, changes, cache_limit=cache_limit), plan_fill,
+                              seconds=2 * protocol.fill_limit)
+        if overflow:  # the estimate was too low: plan again without a cache
+            budget = cache.budget
+            decisions = decide(original, cores=cores, memory_budget=0, root=user.root,
+                               disk_bound=disk, runtime=runtime, costs=costs)
+            changes, cache_limit = list(decisions.changes), None
+            cache = dataclasses.replace(decisions.cache, budget=budget, why=f"{overflow}; nothing is cached")
+            decisions.cache = cache
+            plan_fill = yours_fill
+            notes.append(f"{overflow}: the plan caches nothing; to cache anyway, on disk, add "
+                         f".cache('/path/on/disk') there")
+    refined, final_trace = None, None
     for r in range(1, rounds):
-        # Rates shift once parallelism changes: re-solve the LP on rates measured on the
-        # rewritten pipeline (keeping the cache and prefetch already placed). Its bound is the
-        # prediction; the result is then measured separately.
-        progress(f"round {r + 1}: LP on the rewritten pipeline", (r + 1) / total)
-        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores,
-                            calibrate=original.calibration or False)
-        again = decide(rewritten, cores=cores, memory_budget=memory_budget,
-                       root=pipeline_of(candidate).root, cache=False, prefetch=False, bounds=bounds,
-                       disk_bound=None if cache.node else disk, include_overhead=True)
-        decisions.lp, decisions.predicted_throughput = again.lp, again.predicted_throughput
-        decisions.theta_by_label = again.theta_by_label
-        moved = [c for c in again.changes if c.what == "parallelism"]
+        progress(f"round {r + 1}: LP on a trace of the rewritten pipeline (a refinement)", 0.2)
+        candidate = apply_changes(ds, changes, cache_limit=cache_limit)
+        final_trace = measure(candidate, seconds=seconds, warmup_batches=plan_fill, cores=cores,
+                              calibrate=original.calibration or False)
+        again = decide(final_trace, cores=cores, memory_budget=memory_budget, root=pipeline_of(candidate).root,
+                       cache=False, prefetch=False, disk_bound=None if cache.node else disk,
+                       include_overhead=True)
+        refined = again.lp.throughput
+        moved = _by_user_names([c for c in again.changes if c.what == "parallelism"],
+                               {op.label: op.name for op in user})
         if not moved:
             break
-        candidate = apply_changes(candidate, moved)
         changes = _merge(changes, moved)
-    progress("measuring the optimized pipeline", (rounds + 0.5) / total)
-    current_trace = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores)
-    decisions.changes = changes
-    plan = Plan(
-        dataset=candidate, changes=decisions.changes, predicted_throughput=decisions.predicted_throughput,
-        measured_throughput=current_trace.throughput, baseline_throughput=original.throughput,
-        lp=decisions.lp, cache=decisions.cache, theta_by_label=decisions.theta_by_label,
-        trace=original, final_trace=current_trace, disk_bound=disk, bounds=bounds, notes=notes,
-        warmup_batches=warm, options=decisions.options,
-    )
-    plan.baselines["yours"] = original.throughput
-    plan.predictions["yours"] = original.lp_bound(cores)
+    prediction = predict(ev, layout_with(ev, changes))
+    predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
+
+    contenders = [Contender(YOURS, build_yours, yours_fill)]
+    if changes:
+        contenders.append(Contender(PLUMBKIT, lambda: apply_changes(ds, changes, cache_limit=cache_limit), plan_fill))
+    else:
+        notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     if compare:
-        for i, (name, make) in enumerate(configurations.ALL.items()):
-            progress(f"measuring the {name} baseline", (rounds + 1 + i) / total)
-            plan.baselines[name] = measure(make(ds, cores), seconds=seconds, cores=cores).throughput
-    plan.baselines["plumbkit"] = plan.measured_throughput
-    plan.predictions["plumbkit"] = plan.predicted_throughput
+        contenders[1:1] = [
+            Contender("naive", lambda: configurations.naive(build_yours(), cores), yours_fill),
+            Contender("heuristic", lambda: configurations.heuristic(build_yours(), cores), yours_fill),
+            Contender("autotune", lambda: configurations.autotune(build_yours(), cores), yours_fill),
+            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), plan_fill),
+        ]
+    comparison = measure_alike(contenders, protocol, before_each=before_each,
+                               on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
+    speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
+    applied = speedup is not None and speedup.faster
+    for name, result in comparison.results.items():
+        notes += [f"{name}: {n}" for n in result.notes]
+        if not result.ok:
+            notes.append(f"{name}: failed ({result.failed}); no throughput is reported for it")
+    if not comparison.complete:
+        notes.append("the comparison was interrupted before its last round")
+
+    plan = Plan(
+        dataset=apply_changes(ds, changes) if applied else build_yours(),
+        changes=changes if applied else [], proposed_changes=changes,
+        predicted_throughput=predicted,
+        measured_throughput=comparison.median(PLUMBKIT if changes else YOURS) or 0.0,
+        baseline_throughput=comparison.median(YOURS) or 0.0,
+        lp=decisions.lp, cache=cache, theta_by_label=decisions.theta_by_label, trace=original,
+        final_trace=final_trace, disk_bound=disk,
+        bounds={k: v for k, v in {"consumer (ideal pipeline, measured)": runtime.consumer,
+                                  "disk (measured)": disk}.items() if v},
+        notes=notes, warmup_batches=plan_fill, yours_warmup_batches=yours_fill, applied=applied, speedup=speedup, comparison=comparison,
+        prediction=prediction, refined_bound=refined, charged=decisions.charged, free=decisions.free,
+        runtime=runtime, options=decisions.options,
+    )
+    plan.baselines = {name: comparison.median(name) for name in CONFIGURATIONS
+                      if name in comparison.results and comparison[name].ok}
+    if not changes and YOURS in plan.baselines:
+        plan.baselines[PLUMBKIT] = plan.baselines[YOURS]  # the same pipeline
+    plan.predictions = _predictions(ev, user, changes, cores, prediction)
     progress("done", 1.0)
     return plan
+
+
+def _predictions(ev: Evidence, user, changes: list[Change], cores: int, prediction: Prediction) -> dict[str, float]:
+    """Each configuration's own predicted throughput, where the model has one (AUTOTUNE's
+    parallelism is chosen at run time: no prediction)."""
+    return {
+        YOURS: predict(ev, layout_as_traced(ev)).throughput,
+        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user))).throughput,
+        "heuristic": predict(ev, layout_with(ev, configurations.heuristic_changes(user, cores))).throughput,
+        PLUMBKIT: prediction.throughput,
+    }
 
 
 def _merge(changes: list[Change], later: list[Change]) -> list[Change]:
@@ -171,9 +324,10 @@ def _merge(changes: list[Change], later: list[Change]) -> list[Change]:
 
 @operation("pick_best", partial=lambda *cut_short: partial_pick(Plan, *cut_short))
 def pick_best(candidates: Mapping[str, PipelineLike], *, cores: int | None = None,
-              memory_budget: float | None = None, seconds: float = 5.0,
+              memory_budget: float | None = None, seconds: float = 5.0, protocol: Protocol | None = None,
               on_progress: Progress | None = None) -> tuple[str, Plan, str]:
-    """Optimize each candidate (same element_spec) and return (name, plan, reason) of the fastest."""
+    """Optimize each candidate (same element_spec) and return (name, plan, reason) of the fastest
+    (by the measured throughput of what each plan hands back)."""
     plans: dict[str, Plan] = {}
     specs = set()
     for i, (name, pipeline) in enumerate(candidates.items()):
@@ -181,12 +335,14 @@ def pick_best(candidates: Mapping[str, PipelineLike], *, cores: int | None = Non
             on_progress(f"optimizing candidate {name!r}", i / len(candidates))
         ds = resolve_pipeline(pipeline)
         specs.add(repr(ds.element_spec))
-        plans[name] = optimize(ds, cores=cores, memory_budget=memory_budget, seconds=seconds, compare=False)
+        plans[name] = optimize(pipeline, cores=cores, memory_budget=memory_budget, seconds=seconds,
+                               compare=False, protocol=protocol)
     if len(specs) > 1:
         raise ValueError("pick_best candidates must yield the same element_spec; got " + ", ".join(sorted(specs)))
-    best = max(plans, key=lambda n: plans[n].measured_throughput)
-    others = ", ".join(f"{n} {p.measured_throughput:.1f}" for n, p in plans.items() if n != best)
-    cache = plans[best].cache.label
-    reason = (f"{best} measured {plans[best].measured_throughput:.1f} minibatches/s after optimization "
-              f"(others: {others})" + (f"; it can cache at {cache}" if cache else ""))
+    best = max(plans, key=lambda n: plans[n].returned_throughput)
+    others = ", ".join(f"{n} {p.returned_throughput:.1f}" for n, p in plans.items() if n != best)
+    cache = plans[best].cache.label if plans[best].applied else None
+    reason = (f"{best} measured {plans[best].returned_throughput:.1f} minibatches/s after optimization "
+              f"(others: {others}; each measured in its own comparison)"
+              + (f"; it can cache at {cache}" if cache else ""))
     return best, plans[best], reason

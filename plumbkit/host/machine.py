@@ -66,3 +66,19 @@ def available_memory() -> tuple[float, str]:
     if room is not None and room < free:
         return room, "cgroup memory limit"
     return free, "free memory reported by the OS"
+
+
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every process on this machine has spent so far (``/proc/stat``; None where it
+    cannot be read). Minus this process's own CPU time over a window, it is what the neighbours
+    took: a measurement on a shared machine says how much of it was left."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")

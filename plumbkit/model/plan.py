@@ -11,12 +11,12 @@ from typing import Any
 
 #: The kinds of change a plan may hold, in the order they are applied to a graph
 #: ("threadpool": the size of tf.data's private thread pool, an option of the whole pipeline).
-CHANGE_KINDS = ("remove", "parallelism", "cache", "prefetch", "threadpool")
+CHANGE_KINDS = ("remove", "sequential", "parallelism", "cache", "prefetch", "threadpool")
 
 
 @dataclass(frozen=True)
 class Change:
-    """One edit of the pipeline: ``what`` in {"parallelism", "cache", "prefetch", "remove"}."""
+    """One edit of the pipeline: ``what`` in {"parallelism", "sequential", "cache", "prefetch", "remove"}."""
 
     what: str
     where: str  # operator label, e.g. "map(decode)"
@@ -29,6 +29,7 @@ class Change:
                 "cache": "cache in memory after it" if not self.value else f"cache to {self.value} after it",
                 "prefetch": f"prefetch {self.value} after it",
                 "remove": f"remove the user's {self.value}",
+                "sequential": "run it in its plain, sequential form",
                 "threadpool": f"raise tf.data's thread pool to {self.value} threads "
                               f"(options.threading.private_threadpool_size)",
                 "interleave_sources": f"read {self.value} copies of it side by side "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from ..analysis.costs import MAX_CONCURRENCY
 from ..analysis.operational import Analysis, OpStats, current_capacity
@@ -23,6 +23,18 @@ from ..model.plan import CacheDecision, Change, Option
 from ..model.units import human_bytes
 from .budget import ESTIMATE_MARGIN, fits, usable_budget
 from .lp import Demand, LPSolution, solve_resource_lp
+from .predict import (
+    DISK,
+    PSEUDO,
+    Layout,
+    Prediction,
+    RuntimeCosts,
+    best_allocation,
+    evidence_from_trace,
+    free_in_steady_state,
+    layout_with,
+    predict,
+)
 
 #: Never give a parallelizable operator fewer threads than this (the paper's hedge).
 HEDGE_PARALLELISM = 2
@@ -35,13 +47,17 @@ SPARE_THREADS = 1
 HEDGE_THETA = 0.05
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
-#: Name of the disk bound in the LP.
-DISK = "disk bandwidth / bytes per minibatch"
 
 
 @dataclass
 class Decisions:
-    """What the passes chose for one trace, and the model's prediction for the result."""
+    """What the passes chose for one trace, and the model's prediction for the result.
+
+    ``predicted_throughput`` is the chosen configuration's own predicted throughput (made from
+    the trace and the measured ceilings only, :mod:`plumbkit.planning.predict`); ``lp`` is the LP
+    bound of the best allocation under the chosen cache; ``theta_by_label`` that allocation over
+    the user's operators (pseudo-operators the LP charged are in ``charged``).
+    """
 
     changes: list[Change]
     lp: LPSolution
@@ -50,6 +66,9 @@ class Decisions:
     theta_by_label: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. the memory budget was capped
     options: list[Option] = field(default_factory=list)  # offered, not applied (they change order)
+    prediction: Prediction | None = None
+    charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
+    free: list[str] = field(default_factory=list)  # labels of operators that cost nothing in steady state
 
 
 class Traced(Protocol):
@@ -100,24 +119,49 @@ def demands(analysis: Analysis, *, skip: set[str] = frozenset(),
     return out
 
 
+def _user_memory_caches(trace: Traced, mine: set[str]) -> list[tuple[str, float]]:
+    """(operator, bytes) of the user's own memory caches (a file cache costs no memory)."""
+    out = []
+    stats = {o.name: o for o in trace.analysis.ops}
+    for op in trace.pipeline:
+        if op.kind == "cache" and op.name in mine and not op.tunables.get("filename"):
+            size = stats[op.name].materialized_bytes if op.name in stats else None
+            out.append((op.name, size or 0.0))
+    return out
+
+
 def decide_cache(trace: Traced, budget: float, root: str | None = None) -> CacheDecision:
     """Cache at the operator closest to the root that is deterministic, finite and fits ``budget``.
 
-    Walks down the main chain (first inputs) from the root; skips the user's own caches and
-    prefetches (they are re-decided), and never goes above a random or infinite operator.
+    Walks down the main chain (first inputs) from the root. The user's own caches stay where
+    they are (they are part of what the pipeline yields) and count against the budget; below
+    one there is nothing left to cache. Never goes above a random or infinite operator (a
+    cache freezes randomness: the operators below the user's cache are frozen already).
     """
     p = trace.pipeline
-    name: str | None = root or p.root
+    start: str | None = root or p.root
+    mine = {start} | {o.name for o in p.descendants(start)}
+    theirs = _user_memory_caches(trace, mine)
+    room = budget - sum(size for _, size in theirs)
+    held = (f" (your cache at {', '.join(p[n].label for n, _ in theirs)} holds "
+            f"{human_bytes(budget - room)} of it)") if theirs else ""
+    name: str | None = start
     closest_too_big: tuple[str, float] | None = None
     while name is not None:
         op = p[name]
+        if op.kind == "cache":
+            why = (f"your own cache at {op.label} stays (it is part of what your pipeline yields) "
+                   f"and everything below it is already free after the first epoch")
+            if closest_too_big:
+                why += f"; {closest_too_big[0]} above it would need {human_bytes(closest_too_big[1])}"
+            return CacheDecision(label=None, node=None, bytes=None, budget=budget, why=why)
         stats = next((o for o in trace.analysis.ops if o.name == name), None)
-        if stats is not None and op.kind not in ("prefetch", "cache") and stats.cacheable:
+        if stats is not None and op.kind != "prefetch" and stats.cacheable:
             size = stats.materialized_bytes or 0.0
-            if fits(size, budget):
+            if fits(size, room):
                 why = (f"closest to the root that is deterministic and finite; "
                        f"{human_bytes(size)} (+{ESTIMATE_MARGIN:.0%} for the estimate's error) fits "
-                       f"the {human_bytes(budget)} budget")
+                       f"the {human_bytes(budget)} budget{held}")
                 if closest_too_big:
                     why += f" ({closest_too_big[0]} would need {human_bytes(closest_too_big[1])})"
                 return CacheDecision(label=op.label, node=name, bytes=size, budget=budget, why=why)
@@ -125,7 +169,7 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
         name = op.inputs[0] if op.inputs else None
     if closest_too_big:
         why = (f"nothing fits: every deterministic candidate on the way down needs more than the "
-               f"{human_bytes(budget)} budget with a {ESTIMATE_MARGIN:.0%} margin for the estimate "
+               f"{human_bytes(budget)} budget{held} with a {ESTIMATE_MARGIN:.0%} margin for the estimate "
                f"({closest_too_big[0]}: {human_bytes(closest_too_big[1])}), so nothing is cached")
     else:
         reasons = sorted({o.cache_note for o in trace.analysis.ops if not o.cacheable and not o.injected})
@@ -135,9 +179,12 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
 
 def _cached_below(trace: Traced, cache_node: str | None) -> set[str]:
     """Operators that cost nothing in steady state because a cache sits above them."""
-    if cache_node is None:
-        return set()
-    return {cache_node} | {o.name for o in trace.pipeline.descendants(cache_node)}
+    p = trace.pipeline
+    out = {cache_node} | {o.name for o in p.descendants(cache_node)} if cache_node is not None else set()
+    for op in p:
+        if op.kind == "cache":
+            out |= {o.name for o in p.descendants(op.name)}
+    return out
 
 
 def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
@@ -151,11 +198,10 @@ def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
     operator's concurrency (e.g. 1: as it is; more: an option the user may turn on).
 
     With ``include_overhead``, CPU no operator accounts for becomes an extra parallel
-    pseudo-operator. Off by default: measured here, most of it is idle thread pools spinning
-    (72% of a sequential pipeline's CPU, ~0% once it is parallel), which does not scale with
-    throughput and made predictions 35% low. The consumer's own limit enters as a measured
-    bound instead. The LP itself is not hedged (a hedge would only lower the bound); the
-    hedge is applied when rounding cores to threads (:data:`HEDGE_PARALLELISM`).
+    pseudo-operator: right for a trace of an already parallel pipeline (thread hand-offs,
+    copies; the refinement after one rewrite), wrong for a sequential one (there it is mostly
+    idle pools spinning). The before-the-fact LP charges the runtime's measured costs instead
+    (:func:`plumbkit.planning.predict.best_allocation`).
     """
     a = trace.analysis
     needs = demands(a, skip=skip, max_threads=max_threads)
@@ -170,19 +216,28 @@ def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
                              min_theta=floors, extra_bounds=bounds)
 
 
+def _threads_for(theta: float, cores: float) -> int:
+    """Threads for an operator the LP gives ``theta`` cores: ceil(theta), a spare thread above one
+    core, never fewer than the hedge, never more than twice the cores."""
+    target = max(HEDGE_PARALLELISM, math.ceil(theta - 1e-6) + (SPARE_THREADS if theta > 1 + 1e-6 else 0))
+    return min(target, max(HEDGE_PARALLELISM, int(math.ceil(cores)) * 2))
+
+
 def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | None = None,
            prefetch: bool = True, cache: bool = True, root: str | None = None,
            bounds: dict[str, float] | None = None, disk_bound: float | None = None,
-           include_overhead: bool = False) -> Decisions:
-    """Run the passes on one trace: LP parallelism, cache, prefetch.
+           include_overhead: bool = False, runtime: RuntimeCosts | None = None,
+           costs: Mapping[str, float] | None = None) -> Decisions:
+    """Run the passes on one trace of the user's pipeline: cache, LP parallelism, prefetch.
 
-    ``include_overhead`` charges the CPU no operator accounts for as a pseudo-operator: right
-    for a trace of an already parallel pipeline (thread hand-offs, copies), wrong for a
-    sequential one (there it is mostly idle pools spinning).
+    Everything is decided and predicted from this trace and the measured ceilings: ``runtime``
+    (the consumer's ceiling, hand-off and cache-read costs), ``disk_bound`` (binds only while a
+    reader still runs in steady state) and ``bounds`` (other measured ceilings). ``costs``
+    (operator -> CPU seconds per element, e.g. calibrated) replace the trace's rates where given.
     ``root`` is the user's top operator when the trace ran a wrapped pipeline (epochs repeated
-    for measuring); only it and what lies below it are changed. ``bounds`` are throughput
-    ceilings measured elsewhere (the consumer) that the LP must respect; ``disk_bound`` binds
-    only while a file reader still runs in steady state (not under a warm cache).
+    for measuring); only it and what lies below it are changed. The user's own caches and
+    prefetches are kept. ``include_overhead`` (a later round, on a trace of the rewritten
+    pipeline) charges the trace's unattributed CPU in the LP instead of the runtime's costs.
     """
     cores = cores or trace.analysis.cores
     usable = usable_budget(memory_budget)
@@ -194,32 +249,32 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         cache_decision = decide_cache(trace, budget, root)
     else:  # a later round keeps the cache and prefetch decided before
         cache_decision = CacheDecision(None, None, None, budget, "kept from the previous round")
-    skip = _cached_below(trace, cache_decision.node)
-    bounds = dict(bounds or {})
-    if disk_bound and any(op.reads_files and op.name not in skip for op in p):
-        bounds[DISK] = disk_bound
-    lp = solve(trace, cores=cores, skip=skip, bounds=bounds, include_overhead=include_overhead)
+    ev = evidence_from_trace(trace, cores=cores, runtime=runtime, disk=disk_bound, costs=costs,
+                             ceilings=bounds)
+    cached = frozenset({cache_decision.node}) if cache_decision.node else frozenset()
+    skip = free_in_steady_state(ev, Layout(cached=cached))
+    tunable = [s for s in trace.analysis.ops if not s.injected and s.name in mine and s.name not in skip
+               and p[s.name].parallelizable and s.rate_per_core is not None]
+    if include_overhead:
+        extra = dict(bounds or {})
+        if disk_bound and any(op.reads_files and op.name not in skip for op in p):
+            extra[DISK] = disk_bound
+        lp = solve(trace, cores=cores, skip=skip, bounds=extra, include_overhead=True)
+    else:
+        lp = best_allocation(ev, Layout(cached=cached), tunable=[s.name for s in tunable])
     changes: list[Change] = []
-    for op in (p[n] for n in p.operators if n in mine and cache):
-        if op.kind in ("prefetch", "cache"):
-            changes.append(Change("remove", op.label, op.name, op.kind,
-                                  "plumbkit re-decides caches and prefetches itself"))
     calls_in_flight = 0
-    for stats in trace.analysis.ops:
-        if stats.injected or stats.name in skip or stats.name not in mine:
-            continue
+    resource_lp = solve(trace, cores=cores, skip=skip, bounds=bounds)  # latency and the GIL (plumbkit.planning.lp)
+    for stats in tunable:
         op = p[stats.name]
-        if not op.parallelizable or stats.rate_per_core is None:
-            continue  # not tunable, or idle in this trace (e.g. below a warm cache)
         theta = lp.theta.get(stats.name, 0.0)
         if stats.bound == "latency":
-            calls = lp.threads.get(stats.name, 0.0)
+            calls = resource_lp.threads.get(stats.name, 0.0)
             target = max(HEDGE_PARALLELISM, min(MAX_CONCURRENCY, math.ceil(calls - 1e-6)))
             why = (f"waits {_ms(stats.latency_per_element)} per element for {_ms(stats.cpu_per_element)} of CPU: "
                    f"{calls:.1f} calls in flight keep up with the bound (order kept)")
         else:
-            target = max(HEDGE_PARALLELISM, math.ceil(theta - 1e-6) + (SPARE_THREADS if theta > 1 + 1e-6 else 0))
-            target = min(target, max(HEDGE_PARALLELISM, int(math.ceil(cores)) * 2))
+            target = _threads_for(theta, cores)
             why = f"LP gives it {theta:.2f} of {cores:g} cores"
             if stats.holds_gil:
                 target = HEDGE_PARALLELISM
@@ -229,7 +284,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
             why += f" (capped at its cycle length {target})"
         if stats.bound == "latency":
             calls_in_flight += target
-        if target != stats.parallelism:
+        in_parallel_form = op.op.startswith("Parallel") or "parallelism" in op.tunables
+        if target != op.parallelism or not in_parallel_form:
             changes.append(Change("parallelism", op.label, op.name, target, why))
     pool = threadpool_size(calls_in_flight, cores)
     if pool > (trace.analysis.threadpool or int(cores)):
@@ -239,18 +295,26 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     if cache_decision.node is not None:
         changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
     if prefetch:
-        top = root
-        while p[top].kind in ("prefetch", "cache") and p[top].inputs:
-            top = p[top].inputs[0]  # the user's own are removed: prefetch above what they wrapped
-        buffer = prefetch_buffer(trace)
-        changes.append(Change("prefetch", p[top].label, top, buffer,
-                              "overlap producing the next minibatch with consuming this one"))
+        changes.extend(_prefetch_change(trace, root))
+    prediction = predict(ev, layout_with(ev, changes))
     labels = {o.name: o.label for o in trace.analysis.ops}
-    theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items()}
-    options = offered_options(trace, lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
-    return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=lp.throughput,
-                     theta_by_label=theta_by_label, options=options,
-                     notes=[usable.note] if usable.note else [])
+    # the allocation shown is over the user's own operators (not the measuring wrapper, not the
+    # pseudo-operators the LP charged, which are listed apart)
+    theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items() if k in mine}
+    charged = {k: v for k, v in lp.theta.items() if k in PSEUDO or k == OVERHEAD}
+    options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
+    predicted = prediction.throughput
+    waits = [c for c in changes if c.what == "threadpool"] or any(s.bound == "latency" or s.holds_gil for s in tunable)
+    if waits:
+        # The CPU model above has no notion of waiting or of the GIL: the plan's own concurrency
+        # under the resource LP bounds it too (calls in flight, one core for all Python).
+        planned = {c.node: float(c.value) for c in changes if c.what == "parallelism"}
+        caps = {s.name: planned.get(s.name, float(s.parallelism or 1)) for s in tunable}
+        predicted = min(predicted, solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput)
+    return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=predicted,
+                     theta_by_label=theta_by_label, prediction=prediction, charged=charged,
+                     free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
+                     options=options, notes=[usable.note] if usable.note else [])
 
 
 def threadpool_size(calls_in_flight: int, cores: float) -> int:
@@ -309,6 +373,22 @@ def _copies_needed(trace: Traced, stats: OpStats, *, cores: float, skip: set[str
                  max_threads={stats.name: float(MAX_SOURCE_COPIES)}).throughput
     calls = stats.visit_ratio * stats.latency_per_element * best
     return max(1, min(MAX_SOURCE_COPIES, math.ceil(calls - 1e-6)))
+
+
+def _prefetch_change(trace: Traced, root: str) -> list[Change]:
+    """A prefetch above the user's top operator; the user's own final prefetch is kept, and only
+    deepened when plumbkit's buffer would be deeper (never below theirs, never over AUTOTUNE)."""
+    p = trace.pipeline
+    buffer = prefetch_buffer(trace)
+    why = "overlap producing the next minibatch with consuming this one"
+    top = p[root]
+    if top.kind == "prefetch" and top.inputs:
+        theirs = top.tunables.get("buffer_size")
+        if theirs is None or theirs < 0 or theirs >= buffer:
+            return []
+        below = p[top.inputs[0]]
+        return [Change("prefetch", below.label, below.name, buffer, why + f" (deepens your prefetch({theirs}))")]
+    return [Change("prefetch", top.label, top.name, buffer, why)]
 
 
 def prefetch_buffer(trace: Traced) -> int:

@@ -53,14 +53,15 @@ def throughput_figure(trace: "Trace") -> "Figure":
 
 
 def baseline_figure(plan: "Plan") -> "Figure":
-    """Measured throughput of each configuration, with plumbkit's prediction beside it."""
+    """Measured throughput of each configuration (medians under one protocol), with each
+    configuration's own prediction (made before any rewrite) beside it."""
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.2))
     names = list(plan.baselines)
-    ax.bar(names, [plan.baselines[n] for n in names], color="#1f77b4", label="measured")
+    ax.bar(names, [plan.baselines[n] for n in names], color="#1f77b4", label="measured (median)")
     predicted = [(i, plan.predictions[n]) for i, n in enumerate(names) if n in plan.predictions]
     ax.scatter([i for i, _ in predicted], [v for _, v in predicted], marker="x", s=80, color="black",
-               zorder=3, label="predicted (LP)")
+               zorder=3, label="its own prediction (before the fact)")
     ax.set_yscale("log")
     ax.set_ylabel("minibatches / s")
     ax.legend(fontsize=8)

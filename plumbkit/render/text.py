@@ -11,6 +11,7 @@ from ..model.units import human_bytes
 from .table import COLUMNS, num, pct, row_cells, seconds
 
 if TYPE_CHECKING:
+    from ..engine.optimization import Plan
     from ..engine.stepping import Walk
     from ..engine.trace_result import Trace
 
@@ -97,3 +98,64 @@ def partial_plan_text(plan) -> str:
     """A cut-short optimization: why it ended and what it measured until then."""
     head, *rest = plan.notes or ["cut short"]
     return "\n".join([f"plumbkit plan (partial): {head}"] + [f"  {line}" for line in rest])
+
+
+def plan_rows(plan: "Plan") -> list[tuple[str, str, str, str]]:
+    """(configuration, measured, spread, its own prediction) for every configuration compared."""
+    rows = []
+    comparison = plan.comparison
+    names = list(comparison.results) if comparison is not None else []
+    names += [n for n in plan.baselines if n not in names]
+    for name in names:
+        result = comparison.results.get(name) if comparison is not None else None
+        if result is not None and not result.ok:
+            measured, spread = f"failed: {result.failed}", ""
+        else:
+            value = plan.baselines.get(name)
+            measured = "—" if value is None else f"{value:,.1f}"
+            q = result.quartiles if result is not None else None
+            spread = f"IQR {q[0]:,.1f}–{q[1]:,.1f}" if q else ""
+        predicted = plan.predictions.get(name)
+        rows.append((name, measured, spread, "—" if predicted is None else f"{predicted:,.1f}"))
+    return rows
+
+
+def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
+    """(what the figure is, the figure) for the plan's headline numbers, each labelled."""
+    out = [("plan's own throughput, predicted before any rewrite",
+            f"{plan.predicted_throughput:,.1f} minibatches/s"
+            + (f" (bound by {plan.prediction.binding})" if plan.prediction else "")),
+           ("LP bound of the best allocation under the plan's cache (before the fact; consumer, "
+            "hand-offs and cache reads charged)", f"{plan.lp.throughput:,.1f} minibatches/s")]
+    if plan.refined_bound is not None:
+        out.append(("LP bound refined after one rewrite (a trace of the rewritten pipeline; not the "
+                    "prediction)", f"{plan.refined_bound:,.1f} minibatches/s"))
+    out.append(("plan's throughput, measured", f"{plan.measured_throughput:,.1f} minibatches/s"))
+    out.append(("prediction error (before the fact)", pct(plan.prediction_error)))
+    if plan.speedup is not None:
+        out.append(("speed-up over yours, measured", plan.speedup.verdict))
+    return out
+
+
+def plan_text(plan: "Plan") -> str:
+    protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
+    lines = [f"plumbkit plan: {plan.verdict}"]
+    lines += [f"  {what}: {value}" for what, value in plan_figures(plan)]
+    lines.append(f"  measured alike, minibatches/s ({protocol}); 'predicted' is each configuration's own prediction:")
+    rows = [("configuration", "measured", "spread", "predicted")] + plan_rows(plan)
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    title = "changes (applied)" if plan.applied else "changes proposed (not applied: yours is returned)"
+    lines.append(f"  {title}:")
+    lines += [f"    - {c}" for c in plan.proposed_changes] or ["    (none)"]
+    if plan.theta_by_label:
+        alloc = ", ".join(f"{k} {v:.2f}" for k, v in plan.theta_by_label.items())
+        lines.append(f"  LP allocation over your operators (cores): {alloc}")
+    if plan.charged:
+        lines.append("  the LP also charged: " + ", ".join(f"{k} {v:.2f} cores" for k, v in plan.charged.items()))
+    if plan.free:
+        lines.append("  free in steady state (below a cache): " + ", ".join(plan.free))
+    cache = plan.cache
+    lines.append(f"  cache: {cache.label or 'none new'} — {cache.why}")
+    lines += [f"  note: {n}" for n in plan.notes]
+    return "\n".join(lines)

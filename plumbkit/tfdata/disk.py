@@ -49,3 +49,25 @@ def measure_read_bandwidth(files: list[str], kind: str, *, parallelisms=(1, 2, 4
             total += int(tf.reduce_sum(next(it)))
         points.append((p, total / (time.perf_counter() - t0)))
     return BandwidthCurve(points=tuple(points))
+
+
+def evict_from_page_cache(files: list[str]) -> int:
+    """Ask the kernel to drop ``files`` from the page cache, so the next read comes from the disk
+    (``posix_fadvise(POSIX_FADV_DONTNEED)`` after an ``fsync``: dirty pages are not dropped).
+    Returns the bytes covered; files that cannot be opened are skipped."""
+    import os
+    total = 0
+    for path in files:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            total += os.fstat(fd).st_size
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return total

@@ -59,6 +59,17 @@ _NO_PARALLEL_FORM = {
 }
 
 
+# Parallel op -> its plain (sequential) form; arguments the plain form lacks are dropped.
+_PLAIN_FORM = {
+    "ParallelMapDataset": "MapDataset",
+    "ParallelMapDatasetV2": "MapDataset",
+    "ParallelBatchDataset": "BatchDatasetV2",
+    "ParallelInterleaveDatasetV2": "InterleaveDataset",
+    "ParallelInterleaveDatasetV3": "InterleaveDataset",
+    "ParallelInterleaveDatasetV4": "InterleaveDataset",
+}
+
+
 class RewriteError(PipelineError):
     """The pipeline cannot be serialized or the edit cannot be made; the message says which node and why."""
 
@@ -174,6 +185,21 @@ def set_parallelism(graph_def: GraphDef, node_name: str, value: int) -> GraphDef
         _convert(graph_def, node, new_op, {**extra, "num_parallel_calls": value})
     else:
         _set_arg(graph_def, node, "num_parallel_calls", value)
+    return _pruned(graph_def)
+
+
+def set_sequential(graph_def: GraphDef, node_name: str) -> GraphDef:
+    """Run ``node_name`` in its plain form (``MapDataset``, ``BatchDatasetV2``,
+    ``InterleaveDataset``): one element at a time in its consumer's thread, no pool. A parallel
+    form with ``num_parallel_calls=1`` still overlaps with its consumer; this does not. A node
+    already plain is left as is; a fused ``MapAndBatchDataset`` (no plain single-node form) gets
+    one parallel call."""
+    graph_def = _copy(graph_def)
+    node = _node(graph_def, _resolve(graph_def, node_name))
+    if node.op in _PLAIN_FORM:
+        _convert(graph_def, node, _PLAIN_FORM[node.op], {})
+    elif _has_arg(node.op, "num_parallel_calls"):
+        _set_arg(graph_def, node, "num_parallel_calls", 1)
     return _pruned(graph_def)
 
 

@@ -30,6 +30,8 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
     for change in sorted(changes, key=lambda c: order.get(c.what, len(order))):
         if change.what == "remove":
             graph_def = graph_edits.remove_node(graph_def, change.node)
+        elif change.what == "sequential":
+            graph_def = graph_edits.set_sequential(graph_def, change.node)
         elif change.what == "parallelism":
             graph_def = graph_edits.set_parallelism(graph_def, change.node, int(change.value))
         elif change.what == "cache":

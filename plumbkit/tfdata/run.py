@@ -7,6 +7,7 @@ ends it at once even when the pipeline is blocked inside TensorFlow.
 from __future__ import annotations
 
 import threading
+import time
 
 import tensorflow as tf
 
@@ -44,3 +45,51 @@ def untraced_throughput(ds: tf.data.Dataset, seconds: float, warmup: float,
     """Minibatches/s of the plain pull loop over ``ds`` after ``warmup`` seconds (no tracer)."""
     n, elapsed = pull_for(ds, seconds=seconds, warmup=warmup, stop=stop)
     return n / elapsed if elapsed > 0 else 0.0
+
+
+class Runner:
+    """A plain ``next()`` loop over one fresh iterator of ``ds`` (epochs repeated): what the
+    comparison protocol times. No tracer, no sampling: the pipeline runs as the user's training
+    loop would run it."""
+
+    def __init__(self, ds: tf.data.Dataset):
+        self._ds = measurable(ds)
+        self._it = iter(self._ds)
+        self.batches = 0
+
+    def consume(self, batches: int, *, limit: float) -> tuple[int, float]:
+        """Take up to ``batches`` minibatches within ``limit`` seconds; (taken, seconds)."""
+        t0 = time.perf_counter()
+        taken = 0
+        while taken < batches and time.perf_counter() - t0 < limit:
+            next(self._it)
+            taken += 1
+        self.batches += taken
+        return taken, time.perf_counter() - t0
+
+    def window(self, seconds: float) -> float:
+        """Minibatches/s over one window of about ``seconds``."""
+        n, t0 = 0, time.perf_counter()
+        while True:
+            next(self._it)
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds:
+                break
+        self.batches += n
+        return n / elapsed
+
+    def close(self) -> None:
+        """Drop the iterator and the dataset (and with them any cache they filled)."""
+        self._it = None
+        self._ds = None
+
+
+def count_elements(ds: tf.data.Dataset, *, limit: float) -> int | None:
+    """Elements ``ds`` yields in one pass, or None if it takes longer than ``limit`` seconds."""
+    n, t0 = 0, time.perf_counter()
+    for _ in ds:
+        n += 1
+        if n % 256 == 0 and time.perf_counter() - t0 > limit:
+            return None
+    return n

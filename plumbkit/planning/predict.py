@@ -1,0 +1,320 @@
+"""Before the fact: a configuration's throughput predicted from what was measured on the user's
+pipeline before any rewrite ran (method.md, "Predict before the fact"; Plumber §4.3–4.4).
+
+What a prediction is made from (:class:`Evidence`), all measured on the user's pipeline as given:
+
+- each operator's CPU cost per minibatch ``w_i = V_i c_i = 1 / R_i``, from the trace's
+  :class:`~plumbkit.analysis.OpStats` (``rate_per_core``), or from a per-operator calibration
+  passed in ``costs`` (seconds of CPU per element) — so calibrated costs plug in unchanged;
+- the runtime's own costs (:class:`RuntimeCosts`): the consumer's ceiling
+  (``take(1).cache().repeat()``, the tf.data papers' ideal), the CPU of handing an element from
+  one thread to another (a parallel operator's pool, a prefetch), the CPU of reading an element
+  back from a memory cache;
+- the disk's ceiling ``BW(p) / D``, binding only while a reader still runs.
+
+A configuration (:class:`Layout`) says which operators run in a parallel form with how many
+threads, whose output is cached and where prefetches sit. In steady state an operator below a
+cache costs nothing; the cache read and everything above it cost what they cost. Work runs on
+threads: the consumer's, a prefetch's, a parallel operator's pool (its own function) and its
+runner (the sequential operators below it, up to the next thread boundary). The prediction is
+the smallest of: each thread's capacity (1 / its work per minibatch), each parallel operator's
+``min(threads, cores) / w_i``, the cores over the CPU per minibatch (operators, hand-offs,
+cache reads, the consumer), and the disk. Pure Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Protocol
+
+from ..analysis.operational import Analysis
+from ..model.pipeline import Pipeline
+from ..model.plan import Change
+from .lp import LPSolution, solve_cpu_lp
+
+#: Pseudo-operators the LP charges besides the user's operators (never shown as an allocation).
+CONSUMER = "(consumer: your loop's next(), measured)"
+HANDOFFS = "(tf.data thread hand-offs, measured)"
+CACHE_READS = "(cache reads, measured)"
+DISK = "disk bandwidth / bytes per minibatch"
+PSEUDO = frozenset({CONSUMER, HANDOFFS, CACHE_READS})
+
+
+@dataclass(frozen=True)
+class RuntimeCosts:
+    """The runtime's own costs on this machine, measured before any rewrite.
+
+    ``consumer``: minibatches/s the consumer takes from a pipeline that costs nothing (None: not
+    measured). ``handoff``: CPU seconds per element passed to another thread (a parallel
+    operator's pool, a prefetch's buffer). ``cache_read``: CPU seconds per element read back from
+    a memory cache.
+    """
+
+    consumer: float | None = None
+    handoff: float = 0.0
+    cache_read: float = 0.0
+
+
+class Traced(Protocol):
+    pipeline: Pipeline
+    analysis: Analysis
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything a prediction may use: measured on the user's pipeline before any rewrite."""
+
+    pipeline: Pipeline
+    cost: Mapping[str, float]  # operator -> CPU seconds per minibatch (1 / R_i); absent: unknown
+    visits: Mapping[str, float]  # operator -> V_i
+    sequential: frozenset[str]  # operators with no parallel form
+    cores: float
+    runtime: RuntimeCosts = field(default_factory=RuntimeCosts)
+    disk: float | None = None  # minibatches/s the disk allows while a reader runs
+    ceilings: Mapping[str, float] = field(default_factory=dict)  # other measured ceilings, always binding
+    cost_source: str = "trace"  # "trace", or "calibrated" when ``costs`` were given
+    threads_seen: Mapping[str, int] = field(default_factory=dict)  # parallelism that ran (traced)
+    injected_prefetch: bool = False  # tf.data added a prefetch at the root when it ran
+
+    @property
+    def runtime_in_costs(self) -> bool:
+        """Costs read off a trace absorb the runtime's costs of the traced run: each operator's
+        self time is scaled so the operators together account for the process CPU, hand-offs of
+        the operators that already ran in parallel included. Calibrated costs are the operators'
+        own, and every hand-off is charged on top."""
+        return self.cost_source == "trace"
+
+
+def evidence_from_trace(trace: Traced, *, cores: float | None = None,
+                        runtime: RuntimeCosts | None = None, disk: float | None = None,
+                        costs: Mapping[str, float] | None = None,
+                        ceilings: Mapping[str, float] | None = None) -> Evidence:
+    """The evidence in a trace of the user's pipeline, plus the measured ceilings.
+
+    ``costs`` (operator name or label -> CPU seconds per element, e.g. from a per-operator
+    calibration) replace the trace's own ``rate_per_core`` for the operators they name.
+    """
+    a = trace.analysis
+    p = trace.pipeline
+    by_label = {o.label: o.name for o in a.ops}
+    calibrated = {by_label.get(k, k): v for k, v in (costs or {}).items()}
+    cost: dict[str, float] = {}
+    visits: dict[str, float] = {}
+    threads: dict[str, int] = {}
+    for o in a.ops:
+        if o.injected or o.name not in p.operators:
+            continue
+        if o.visit_ratio is not None:
+            visits[o.name] = o.visit_ratio
+        if o.name in calibrated and o.visit_ratio is not None:
+            cost[o.name] = calibrated[o.name] * o.visit_ratio
+        elif o.rate_per_core is not None:
+            cost[o.name] = 0.0 if math.isinf(o.rate_per_core) or o.rate_per_core <= 0 else 1.0 / o.rate_per_core
+        if _ran_parallel(o.runtime, p[o.name].op) and o.parallelism:
+            threads[o.name] = int(o.parallelism)
+    return Evidence(
+        pipeline=p, cost=cost, visits=visits,
+        sequential=frozenset(op.name for op in p if not op.parallelizable), cores=float(cores or a.cores),
+        runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
+        threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
+    )
+
+
+def _ran_parallel(runtime: str, op_type: str) -> bool:
+    names = runtime or op_type
+    return any(n.startswith(("Parallel", "MapAndBatch")) for n in names.split(",")) or op_type.startswith("Parallel")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a configuration of the user's operators runs (operator names of the user's graph).
+
+    ``threads``: operators in a parallel form and their threads (absent: the plain, sequential
+    form). ``cached``: operators whose output a cache inserted directly above them holds (the
+    user's own ``cache()`` operators are read from the pipeline). ``prefetched``: operators with a
+    prefetch inserted directly above them (the user's ``prefetch()`` operators likewise).
+    """
+
+    threads: Mapping[str, int] = field(default_factory=dict)
+    cached: frozenset[str] = frozenset()
+    prefetched: frozenset[str] = frozenset()
+
+
+def layout_as_traced(ev: Evidence) -> Layout:
+    """The user's pipeline as it ran when traced (tf.data's own parallelization included)."""
+    root = ev.pipeline.root
+    return Layout(threads=dict(ev.threads_seen),
+                  prefetched=frozenset({root}) if ev.injected_prefetch else frozenset())
+
+
+def layout_with(ev: Evidence, changes: Iterable[Change], *, autotune_threads: int | None = None) -> Layout:
+    """The user's pipeline with plumbkit's ``changes`` applied (names of the user's graph).
+
+    Operators the changes leave alone keep the form they have in the user's graph; an
+    AUTOTUNE-valued one counts with the parallelism it ran at (or ``autotune_threads``).
+    """
+    p = ev.pipeline
+    threads: dict[str, int] = {}
+    for op in p:
+        if op.op.startswith("Parallel") or "parallelism" in op.tunables:
+            value = op.parallelism or 1
+            if value < 0:
+                value = ev.threads_seen.get(op.name) or autotune_threads or int(ev.cores)
+            threads[op.name] = max(1, value)
+    cached, prefetched = set(), set()
+    for c in changes:
+        if c.what == "parallelism":
+            threads[c.node] = int(c.value) if int(c.value) > 0 else (autotune_threads or int(ev.cores))
+        elif c.what == "sequential":
+            threads.pop(c.node, None)
+        elif c.what == "cache":
+            cached.add(c.node)
+        elif c.what == "prefetch" and p[c.node].kind != "prefetch":
+            prefetched.add(c.node)
+    return Layout(threads=threads, cached=frozenset(cached), prefetched=frozenset(prefetched))
+
+
+def free_in_steady_state(ev: Evidence, layout: Layout) -> set[str]:
+    """Operators that cost nothing once every cache is filled (below a cache, or cached)."""
+    p = ev.pipeline
+    free: set[str] = set()
+    for name in layout.cached:
+        free |= {name} | {o.name for o in p.descendants(name)}
+    for op in p:
+        if op.kind == "cache":
+            free |= {o.name for o in p.descendants(op.name)}
+    return free
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A configuration's own predicted throughput (minibatches/s) and what limits it."""
+
+    throughput: float
+    binding: str  # the limit that sets it
+    limits: dict[str, float]  # every limit considered: name -> minibatches/s
+    cpu_per_batch: float  # CPU seconds per minibatch in steady state (operators + runtime)
+    free: frozenset[str]  # operators that cost nothing in steady state
+    cost_source: str = "trace"
+
+
+def predict(ev: Evidence, layout: Layout) -> Prediction:
+    """The throughput ``layout`` should reach in steady state (see the module docstring)."""
+    p = ev.pipeline
+    rt = ev.runtime
+    free = free_in_steady_state(ev, layout)
+    stage_work: dict[str, float] = {"consumer thread": 1.0 / rt.consumer if rt.consumer else 0.0}
+    limits: dict[str, float] = {}
+    cpu = stage_work["consumer thread"]
+
+    def charge(stage: str, seconds: float) -> None:
+        nonlocal cpu
+        stage_work[stage] = stage_work.get(stage, 0.0) + seconds
+        cpu += seconds
+
+    traced = layout_as_traced(ev)
+
+    def handoffs(name: str, now: bool, then: bool, V: float) -> float:
+        """Hand-off CPU a thread boundary at ``name`` costs, beyond what the costs already hold."""
+        if not ev.runtime_in_costs:
+            return rt.handoff * V if now else 0.0
+        return rt.handoff * V * (int(now) - int(then))
+
+    stack: list[tuple[str, str]] = [(p.root, "consumer thread")]
+    while stack:
+        name, stage = stack.pop()
+        op = p[name]
+        V = ev.visits.get(name, 1.0)
+        if name in layout.prefetched:  # its own thread fills the buffer above it
+            cpu += handoffs(name, True, name in traced.prefetched, V)
+            stage = f"prefetch thread above {op.label}"
+            stage_work.setdefault(stage, 0.0)
+        if name in layout.cached:  # read back from the cache above it: it and below are free
+            charge(stage, rt.cache_read * V)
+            continue
+        if name in free:
+            continue
+        if op.kind == "cache":  # the user's own cache: a read per element in steady state
+            charge(stage, rt.cache_read * V)
+            continue
+        w = ev.cost.get(name, 0.0)
+        child_stage = stage
+        if op.kind == "prefetch":
+            cpu += handoffs(name, True, True, V)
+            child_stage = f"prefetch thread of {op.label}"
+        elif name in layout.threads:
+            k = layout.threads[name]
+            cpu += w + handoffs(name, True, name in traced.threads, V)
+            if w > 0:
+                limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.cores) / w
+            child_stage = f"runner thread of {op.label}"
+        else:
+            charge(stage, w)
+            cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
+        for child in reversed(op.inputs):
+            stack.append((child, child_stage))
+    for stage, work in stage_work.items():
+        if work > 0:
+            limits[stage] = 1.0 / work
+    if cpu > 0:
+        limits[f"CPU ({ev.cores:g} cores)"] = ev.cores / cpu
+    if ev.disk and any(op.reads_files and op.name not in free and op.name not in layout.cached for op in p):
+        limits[DISK] = ev.disk
+    limits.update({k: v for k, v in ev.ceilings.items() if v is not None and math.isfinite(v)})
+    if not limits:
+        return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
+    binding = min(limits, key=limits.get)
+    return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
+
+
+def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | None = None,
+                    charge_runtime: bool = True, hedge: Mapping[str, float] | None = None) -> LPSolution:
+    """The LP bound of the best CPU allocation with ``layout``'s caches (Plumber §4.3).
+
+    Operators below a cache drop out; with ``charge_runtime`` the CPU no operator accounts for
+    is charged as measured: the consumer (a sequential pseudo-operator at its measured ceiling),
+    the hand-offs of the operators that would run in parallel (``tunable``, default every
+    parallelizable one) and the cache reads. The disk binds while a reader runs.
+    """
+    p = ev.pipeline
+    free = free_in_steady_state(ev, layout)
+    rates: dict[str, float] = {}
+    sequential = set(ev.sequential)
+    for name, w in ev.cost.items():
+        if name in free or name not in p.operators or p[name].kind in ("cache", "prefetch"):
+            continue
+        rates[name] = math.inf if w <= 0 else 1.0 / w
+    rt = ev.runtime
+    if charge_runtime:
+        if rt.consumer:
+            rates[CONSUMER] = rt.consumer
+            sequential.add(CONSUMER)
+        movers = set(tunable) if tunable is not None else {n for n in rates if n in p.operators
+                                                           and p[n].parallelizable}
+        if ev.runtime_in_costs:  # the traced run's own hand-offs are in its costs already
+            movers -= set(ev.threads_seen)
+        handoff = rt.handoff * (sum(ev.visits.get(n, 1.0) for n in movers if n not in free)
+                                + (0.0 if ev.runtime_in_costs and ev.injected_prefetch else 1.0))
+        if handoff > 0:
+            rates[HANDOFFS] = 1.0 / handoff
+        reads = sum(ev.visits.get(n, 1.0) for n in layout.cached) + sum(
+            ev.visits.get(op.name, 1.0) for op in p if op.kind == "cache" and op.name not in free)
+        if reads and rt.cache_read > 0:
+            rates[CACHE_READS] = 1.0 / (rt.cache_read * reads)
+    bounds: dict[str, float] = dict(ev.ceilings)
+    if rt.consumer and not charge_runtime:
+        bounds[CONSUMER] = rt.consumer
+    if ev.disk and any(op.reads_files and op.name not in free for op in p):
+        bounds[DISK] = ev.disk
+    floors = dict(hedge) if hedge else None
+    if floors:
+        floors = {k: v for k, v in floors.items() if k in rates}
+        if sum(floors.values()) > ev.cores:
+            floors = None
+    return solve_cpu_lp(rates, cores=ev.cores, sequential=sequential, extra_bounds=bounds, min_theta=floors)
+
+
+def prediction_error(predicted: float, measured: float) -> float:
+    """|predicted - measured| / measured."""
+    return abs(predicted - measured) / max(measured, 1e-12)

@@ -1,0 +1,92 @@
+"""The runtime's own costs, measured on this machine before any rewrite (a TensorFlow edge).
+
+A before-the-fact prediction needs what tf.data and the consumer cost besides the user's
+operators: the consumer's ceiling on this pipeline's elements (``take(1).cache().repeat()``, the
+tf.data papers' ideal), the CPU of handing one element to another thread (a parallel
+operator's pool, a prefetch) and of reading one element back from a memory cache. The last two
+do not depend on the user's pipeline: they are measured once per process on planted elements,
+with process CPU time (a busy neighbour stretches wall time, not CPU time), each the median of
+a few short runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+import time
+
+import tensorflow as tf
+
+from .options import sequential_options
+from .run import Runner
+
+#: Elements per run of the micro-benchmarks (a few tenths of a second each).
+_ELEMENTS = 8_000
+_RUNS = 3
+
+
+def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int = 3) -> float:
+    """Minibatches/s the consumer takes when the pipeline costs nothing: ``take(1).cache()
+    .repeat()`` of this pipeline's own first element, prefetched as plumbkit's plans end, driven
+    by the same plain ``next()`` loop the comparisons time.
+
+    Per window, the larger of two rates: minibatches per wall second (what it reached) and per
+    second of process CPU (the consumer thread is busy all the time, the prefetch thread nearly
+    idle: a busy neighbour stretches the wall time of such a run by whatever it takes, but hardly
+    its CPU time; other threads of the process make it an underestimate). The median of
+    ``windows`` windows: the ceiling on an otherwise idle core.
+    """
+    runner = Runner(ds.take(1).cache().repeat().prefetch(2))
+    try:
+        runner.consume(2, limit=30.0)
+        rates = []
+        for _ in range(windows):
+            c0, n0 = time.process_time(), runner.batches
+            wall = runner.window(window)
+            rates.append(max(wall, (runner.batches - n0) / max(time.process_time() - c0, 1e-9)))
+        return statistics.median(rates)
+    finally:
+        runner.close()
+
+
+def _cpu_per_element(ds: tf.data.Dataset, elements: int) -> float:
+    it = iter(ds)
+    next(it)  # start threads, build functions
+    c0 = time.process_time()
+    for _ in it:
+        pass
+    return (time.process_time() - c0) / elements
+
+
+@functools.lru_cache(maxsize=None)
+def handoff_cost() -> float:
+    """CPU seconds per element a parallel map adds over its plain form (thread pool hand-off,
+    wake-ups, ordering), on a trivial function: what every parallel operator and prefetch pays
+    per element besides its own work."""
+    def plus_one(x):
+        return x + 1
+
+    options = sequential_options(intra_op=None)
+    base = tf.data.Dataset.range(_ELEMENTS)
+    diffs = []
+    for _ in range(_RUNS):
+        plain = _cpu_per_element(base.map(plus_one).batch(1000).with_options(options), _ELEMENTS)
+        parallel = _cpu_per_element(base.map(plus_one, num_parallel_calls=2).batch(1000)
+                                    .with_options(options), _ELEMENTS)
+        diffs.append(parallel - plain)
+    return max(0.0, statistics.median(diffs))
+
+
+@functools.lru_cache(maxsize=None)
+def cache_read_cost() -> float:
+    """CPU seconds per element read back from a filled memory cache (a tensor handed out by
+    reference, so nearly independent of its size)."""
+    options = sequential_options(intra_op=None)
+    cached = tf.data.Dataset.range(1000).map(lambda i: (tf.fill([4], i), i)).cache()
+    for _ in cached.batch(1000):  # fill it
+        pass
+    runs = []
+    for _ in range(_RUNS):
+        runs.append(_cpu_per_element(cached.repeat(_ELEMENTS // 1000).batch(1000).with_options(options),
+                                     _ELEMENTS))
+    return max(0.0, statistics.median(runs))

@@ -1,0 +1,101 @@
+"""The before-the-fact model on hand-built pipelines with known answers (no TensorFlow)."""
+
+import pytest
+
+from plumbkit.model.pipeline import Operator, Pipeline
+from plumbkit.model.plan import Change
+from plumbkit.planning.predict import (
+    CONSUMER,
+    Evidence,
+    Layout,
+    RuntimeCosts,
+    best_allocation,
+    layout_with,
+    predict,
+)
+
+
+def chain(*ops: Operator) -> Pipeline:
+    """A linear pipeline, root first; each operator reads the next one."""
+    linked = [Operator(name=o.name, op=o.op, kind=o.kind, inputs=(ops[i + 1].name,) if i + 1 < len(ops) else (),
+                       tunables=o.tunables, label=o.label or o.name) for i, o in enumerate(ops)]
+    return Pipeline(operators={o.name: o for o in linked}, root=linked[0].name)
+
+
+def evidence(p: Pipeline, cost: dict, visits: dict, cores: float = 2, **kw) -> Evidence:
+    return Evidence(pipeline=p, cost=cost, visits=visits, cores=cores,
+                    sequential=frozenset(o.name for o in p if not o.parallelizable), **kw)
+
+
+# The tf.data paper's worked example (Figures 3-4): read 5 ms and map 2 ms per element, a batch of
+# 10 costs 1 ms: 71 ms a batch sequentially; interleave 2, map 10 and a prefetch: 25 ms.
+PAPER = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("map", "MapDataset", "map"),
+              Operator("read", "InterleaveDataset", "interleave"), Operator("files", "TensorSliceDataset", "from_tensor_slices"))
+PAPER_COST = {"batch": 0.001, "map": 10 * 0.002, "read": 10 * 0.005, "files": 0.0}
+PAPER_V = {"batch": 1, "map": 10, "read": 10, "files": 0.1}
+
+
+def test_paper_example_sequential_is_71_ms_a_batch():
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=12)
+    pred = predict(ev, Layout())
+    assert 1 / pred.throughput == pytest.approx(0.071, rel=1e-6)
+    assert pred.binding == "consumer thread"
+
+
+def test_paper_example_parallel_and_prefetched_is_25_ms_a_batch():
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=12)
+    layout = Layout(threads={"read": 2, "map": 10}, prefetched=frozenset({"batch"}))
+    pred = predict(ev, layout)
+    assert 1 / pred.throughput == pytest.approx(0.025, rel=1e-6)
+    assert pred.binding.startswith("read (2 threads)")
+    # with two cores the CPU binds instead: 71 ms of work a batch on 2 cores
+    assert predict(evidence(PAPER, PAPER_COST, PAPER_V, cores=2), layout).throughput == pytest.approx(2 / 0.071)
+
+
+def test_below_a_cache_costs_nothing_and_the_read_and_consumer_remain():
+    rt = RuntimeCosts(consumer=500.0, handoff=0.0, cache_read=1e-5)
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=2, runtime=rt)
+    cached = layout_with(ev, [Change("cache", "map", "map", "", ""), Change("prefetch", "batch", "batch", 4, "")])
+    pred = predict(ev, cached)
+    assert pred.free == {"map", "read", "files"}
+    # the prefetch thread runs the batch (1 ms) and reads 10 elements from the cache
+    assert pred.limits["prefetch thread above batch"] == pytest.approx(1 / (0.001 + 10 * 1e-5))
+    assert pred.throughput == pytest.approx(500.0)  # the consumer's ceiling binds
+    assert pred.binding == "consumer thread"
+
+
+def test_the_users_own_cache_frees_what_is_below_it():
+    p = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("cache", "CacheDatasetV2", "cache"),
+              Operator("map", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
+    ev = evidence(p, {"batch": 0.002, "cache": 0.5, "map": 1.0, "src": 0.0}, {"batch": 1, "cache": 8, "map": 8, "src": 8},
+                  runtime=RuntimeCosts(cache_read=1e-4))
+    pred = predict(ev, Layout())
+    assert {"map", "src"} <= pred.free and "cache" not in pred.free
+    assert pred.throughput == pytest.approx(1 / (0.002 + 8 * 1e-4))
+
+
+def test_lp_bound_charges_the_consumer_as_a_sequential_operator():
+    p = chain(Operator("map", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
+    ev = evidence(p, {"map": 1 / 50.0, "src": 0.0}, {"map": 1, "src": 1}, runtime=RuntimeCosts(consumer=100.0))
+    lp = best_allocation(ev, Layout())
+    # theta_consumer = X/100, theta_map = X/50, sum <= 2 cores
+    assert lp.throughput == pytest.approx(2 / (1 / 100 + 1 / 50), rel=1e-4)
+    assert lp.theta[CONSUMER] <= 1 + 1e-6
+
+
+def test_handoffs_are_charged_once():
+    """A trace's costs already hold the hand-offs of the operators that ran in parallel when it was
+    traced (its self times are scaled to the process CPU): only new thread boundaries are charged.
+    Calibrated costs are the operators' own: every boundary is charged."""
+    p = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("a", "MapDataset", "map"),
+              Operator("b", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
+    cost, visits = {"batch": 0.0, "a": 0.01, "b": 0.01, "src": 0.0}, {"batch": 1, "a": 10, "b": 10, "src": 10}
+    rt = RuntimeCosts(handoff=1e-4)
+    traced = Evidence(pipeline=p, cost=cost, visits=visits, cores=4, sequential=frozenset({"src"}), runtime=rt,
+                      threads_seen={"a": 2})
+    both = Layout(threads={"a": 2, "b": 2})
+    assert predict(traced, both).cpu_per_batch == pytest.approx(0.02 + 10 * 1e-4)  # only b is new
+    calibrated = Evidence(pipeline=p, cost=cost, visits=visits, cores=4, sequential=frozenset({"src"}), runtime=rt,
+                          threads_seen={"a": 2}, cost_source="calibrated")
+    assert predict(calibrated, both).cpu_per_batch == pytest.approx(0.02 + 20 * 1e-4)
+    assert predict(traced, Layout()).cpu_per_batch == pytest.approx(0.02 - 10 * 1e-4)  # a's pool is gone
