@@ -24,7 +24,7 @@ def untraced(ds: tf.data.Dataset, seconds: float) -> float:
 
 def traced(ds: tf.data.Dataset, seconds: float) -> float:
     """Throughput inside plumbkit.trace, over the same steady-state window as :func:`untraced`."""
-    return trace(ds, seconds=seconds, converge=False, min_seconds=seconds).throughput
+    return trace(ds, seconds=seconds, converge=False, min_seconds=seconds, calibrate=False).throughput
 
 
 def overhead(make: Callable[[], tf.data.Dataset], *, seconds: float, rounds: int) -> dict:
