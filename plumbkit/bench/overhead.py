@@ -36,7 +36,7 @@ def traced(ds: tf.data.Dataset, seconds: float) -> tuple[float, float]:
     """Throughput inside plumbkit.trace, over the same steady-state window as :func:`untraced`,
     and the sampling thread's CPU per second of trace."""
     cpu = time.thread_time()
-    t = trace(ds, seconds=seconds, converge=False, min_seconds=seconds)
+    t = trace(ds, seconds=seconds, converge=False, min_seconds=seconds, calibrate=False)
     return t.throughput, (time.thread_time() - cpu) / max(t.elapsed, 1e-9)
 
 

@@ -183,7 +183,7 @@ def cache_accuracy(name: str, make: Callable, *, seconds_list: list[float], log:
     rows = []
     for seconds in seconds_list:
         log(f"[{name}] cache estimate after {seconds:g} s")
-        t = trace(make(), seconds=seconds, converge=False)
+        t = trace(make(), seconds=seconds, converge=False, calibrate=False)
         graph_def, _ = serialized_graph(make())
         for op in t.ops:
             if not op.cacheable or op.materialized_bytes is None or op.kind in ("prefetch", "cache"):

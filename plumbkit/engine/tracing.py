@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -145,9 +146,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                          source_exact=exact)
     if calibrate is not False and not op.cancelled and raw.ended != "error" and result.throughput > 0:
         if on_update is not None:
-            result.notes = (*result.notes, CALIBRATING_NOTE)
-            on_update(result)
-            result.notes = result.notes[:-1]
+            on_update(dataclasses.replace(result, notes=(*result.notes, CALIBRATING_NOTE)))
         result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
