@@ -14,7 +14,7 @@ from typing import Any
 from ..analysis.operational import Analysis, OpStats, analyze, bottleneck
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, snapshot_from_dict, snapshot_to_dict
-from ..planning.decisions import lp_rates
+from ..planning.decisions import lp_rates, parallelism_caps
 from ..planning.lp import LPSolution, solve_cpu_lp
 
 
@@ -69,6 +69,7 @@ class Trace:
 
     def lp_solution(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
         rates, sequential = self.lp_rates()
+        kwargs.setdefault("max_theta", parallelism_caps(self.pipeline))
         return solve_cpu_lp(rates, cores=cores or self.cores, sequential=sequential, **kwargs)
 
     def lp_bound(self, cores: float | None = None) -> float:

@@ -69,6 +69,11 @@ def lp_rates(analysis: Analysis) -> tuple[dict[str, float], set[str]]:
     return rates, sequential
 
 
+def parallelism_caps(pipeline: Pipeline) -> dict[str, float]:
+    """Most cores TensorFlow lets each capped operator use (an interleave: its cycle length)."""
+    return {op.name: float(op.max_parallelism) for op in pipeline if op.max_parallelism is not None}
+
+
 def decide_cache(trace: Traced, budget: float, root: str | None = None) -> CacheDecision:
     """Cache at the operator closest to the root that is deterministic, finite and fits ``budget``.
 
@@ -131,7 +136,8 @@ def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
     floors = {k: HEDGE_THETA * cores for k in rates} if hedge else None
     if floors and sum(floors.values()) > cores:
         floors = None
-    return solve_cpu_lp(rates, cores=cores, sequential=sequential, min_theta=floors, extra_bounds=bounds)
+    return solve_cpu_lp(rates, cores=cores, sequential=sequential, min_theta=floors, extra_bounds=bounds,
+                        max_theta=parallelism_caps(trace.pipeline))
 
 
 def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | None = None,

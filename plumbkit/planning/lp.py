@@ -31,11 +31,13 @@ class LPSolution:
 
 def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[str] = frozenset(),
                  extra_bounds: Mapping[str, float] | None = None,
-                 min_theta: Mapping[str, float] | None = None) -> LPSolution:
+                 min_theta: Mapping[str, float] | None = None,
+                 max_theta: Mapping[str, float] | None = None) -> LPSolution:
     """Solve the LP for ``rates`` (operator -> minibatches/s/core); infinite rates cost nothing.
 
-    ``min_theta`` is the optimizer's hedge (never starve a cheap operator); ``extra_bounds``
-    are throughput ceilings from other resources (e.g. disk bandwidth / bytes per minibatch).
+    ``min_theta`` is the optimizer's hedge (never starve a cheap operator); ``max_theta`` caps
+    what TensorFlow lets an operator use (an interleave's cycle length); ``extra_bounds`` are
+    throughput ceilings from other resources (e.g. disk bandwidth / bytes per minibatch).
     """
     if cores <= 0:
         raise LPError(f"cores must be positive, got {cores}")
@@ -53,6 +55,9 @@ def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[st
     seq = [i for i, n in enumerate(names) if n in sequential]
     if seq:
         constraints.append(theta[seq] <= 1)
+    for i, n in enumerate(names):
+        if n in (max_theta or {}):
+            constraints.append(theta[i] <= float(max_theta[n]))
     floors = min_theta or {}
     for i, n in enumerate(names):
         if n in floors:
