@@ -17,7 +17,6 @@ the same from run to run.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
