@@ -275,3 +275,18 @@ def test_exported_cell_runs_for_every_bench_pipeline(name, factories):
     for c in changes:
         if c.what == "parallelism":
             assert "num_parallel_calls=" in exported
+
+
+def test_the_planner_never_asks_an_interleave_for_more_than_its_cycle_length():
+    def part(i):
+        return tf.data.Dataset.range(i * 100, i * 100 + 100).map(lambda x: tf.reduce_sum(tf.sin(tf.fill([64], tf.cast(x, tf.float32)))))
+    make = lambda: tf.data.Dataset.range(10**6).interleave(part, cycle_length=2, block_length=4).batch(8)  # noqa: E731
+    t = trace(make, seconds=1.0, min_seconds=0.5, converge=False)
+    interleave = next(o for o in t.pipeline if o.kind == "interleave")
+    for cores in (2, 8, 32):  # the costly interleave would take most of the cores
+        d = decide(t, cores=cores, memory_budget=0)
+        asked = [c.value for c in d.changes if c.what == "parallelism" and c.node == interleave.name]
+        assert all(v <= 2 for v in asked), (cores, asked)
+        assert d.lp.theta[interleave.name] <= 2 + 1e-6  # the LP knows the cap: its bound holds
+    assert t.lp_bound(cores=32) < t.lp_solution(cores=32, max_theta={}).throughput
+    assert not interleave.can_take_more_parallelism(2)

@@ -120,7 +120,7 @@ def test_py_function_pipeline_is_traced_with_a_note(ip):
     widget = magics(ip).last_widget
     widget.wait(30)
     assert widget.live.error is None
-    assert "Python functions" in widget.live.notes.value
+    assert "run in this process" in widget.live.notes.value  # rebuilt here, with its live state
 
 
 def test_stepping_widget_steps_and_stores_the_new_pipeline(ip):

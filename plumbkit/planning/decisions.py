@@ -130,6 +130,11 @@ def _user_memory_caches(trace: Traced, mine: set[str]) -> list[tuple[str, float]
     return out
 
 
+def parallelism_caps(pipeline: Pipeline) -> dict[str, float]:
+    """Most cores TensorFlow lets each capped operator use (an interleave: its cycle length)."""
+    return {op.name: float(op.max_parallelism) for op in pipeline if op.max_parallelism is not None}
+
+
 def decide_cache(trace: Traced, budget: float, root: str | None = None) -> CacheDecision:
     """Cache at the operator closest to the root that is deterministic, finite and fits ``budget``.
 
@@ -204,7 +209,8 @@ def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
     (:func:`plumbkit.planning.predict.best_allocation`).
     """
     a = trace.analysis
-    needs = demands(a, skip=skip, max_threads=max_threads)
+    caps = {**parallelism_caps(trace.pipeline), **(max_threads or {})}  # an interleave: its cycle length
+    needs = demands(a, skip=skip, max_threads=caps)
     overhead_cpu = a.cpu_seconds - a.attributed_cpu_seconds
     if include_overhead and overhead_cpu > 0 and a.throughput > 0:
         window = a.window[1] - a.window[0]

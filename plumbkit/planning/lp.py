@@ -157,13 +157,16 @@ def _solve(problem: cp.Problem) -> None:
 
 def solve_cpu_lp(rates: Mapping[str, float], *, cores: float, sequential: set[str] = frozenset(),
                  extra_bounds: Mapping[str, float] | None = None,
-                 min_theta: Mapping[str, float] | None = None) -> LPSolution:
+                 min_theta: Mapping[str, float] | None = None,
+                 max_theta: Mapping[str, float] | None = None) -> LPSolution:
     """Solve the LP for ``rates`` (operator -> minibatches/s/core); infinite rates cost nothing.
 
-    ``min_theta`` is the optimizer's hedge (never starve a cheap operator); ``extra_bounds``
-    are throughput ceilings from other resources (e.g. disk bandwidth / bytes per minibatch).
+    ``min_theta`` is the optimizer's hedge (never starve a cheap operator); ``max_theta`` caps
+    what TensorFlow lets an operator use (an interleave's cycle length); ``extra_bounds`` are
+    throughput ceilings from other resources (e.g. disk bandwidth / bytes per minibatch).
     """
     finite = {k: float(r) for k, r in rates.items() if r is not None and math.isfinite(r) and r > 0}
-    demands = [Demand(name, cpu=1.0 / r, max_threads=1.0 if name in sequential else math.inf)
+    demands = [Demand(name, cpu=1.0 / r,
+                      max_threads=min(1.0 if name in sequential else math.inf, float((max_theta or {}).get(name, math.inf))))
                for name, r in finite.items()]
     return solve_resource_lp(demands, cores=cores, extra_bounds=extra_bounds, min_theta=min_theta)
