@@ -24,6 +24,8 @@ def test_speedup_interval_holding_one_is_no_measurable_change():
     assert clear.faster and clear.ratio == pytest.approx(2.0, rel=0.06) and "faster" in clear.verdict
     slower = comparison([50, 52, 49, 51, 50], [100, 98, 103, 99, 100]).speedup("a", "b")
     assert slower.measurable and not slower.faster and "slower" in slower.verdict
+    two = comparison([200, 210], [100, 98]).speedup("a", "b")  # two rounds cannot show a change
+    assert not two.measurable and "too few rounds" in two.verdict
 
 
 def test_bootstrap_interval_brackets_the_median():

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 #: Bootstrap resamples for a speed-up's interval, and the interval's coverage.
 BOOTSTRAP_RESAMPLES = 4000
 INTERVAL = 0.90
+#: Fewer paired rounds than this cannot show a change (two identical pipelines give two ratios
+#: above 1 one time in four).
+MIN_ROUNDS_FOR_CHANGE = 3
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ class Speedup:
 
     @property
     def measurable(self) -> bool:
-        return not (self.low <= 1.0 <= self.high)
+        return len(self.ratios) >= MIN_ROUNDS_FOR_CHANGE and not (self.low <= 1.0 <= self.high)
 
     @property
     def faster(self) -> bool:
@@ -141,6 +144,8 @@ class Speedup:
     @property
     def verdict(self) -> str:
         interval = f"90% interval {self.low:.2f}–{self.high:.2f}× over {len(self.ratios)} rounds"
+        if len(self.ratios) < MIN_ROUNDS_FOR_CHANGE:
+            return f"too few rounds to tell ({self.ratio:.2f}× over {len(self.ratios)})"
         if not self.measurable:
             return f"no measurable change ({self.ratio:.2f}×, {interval})"
         word = "faster" if self.ratio > 1 else "slower"
