@@ -12,11 +12,13 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .engine import Plan, Step, Trace, Walk, baselines, optimize, pick_best, step, trace, walk  # noqa: E402
+from .engine import (OffloadPlan, Plan, ServiceCluster, Step, Trace, Walk, baselines, offload, optimize,  # noqa: E402
+                     pick_best, step, trace, walk)
 from .model.errors import PipelineError  # noqa: E402
 
 __all__ = ["trace", "Trace", "PipelineError", "step", "walk", "optimize", "pick_best", "Plan",
-           "Step", "Walk", "baselines", "__version__", "load_ipython_extension"]
+           "Step", "Walk", "baselines", "offload", "OffloadPlan", "ServiceCluster", "__version__",
+           "load_ipython_extension"]
 
 
 def load_ipython_extension(ipython) -> None:  # pragma: no cover - exercised via IPython tests

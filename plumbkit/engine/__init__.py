@@ -7,10 +7,11 @@ A result's ``__str__`` / ``_repr_html_`` import its renderer inside the method.
 """
 
 from . import baselines
+from .offload import OffloadPlan, ServiceCluster, offload
 from .optimization import Plan, optimize, pick_best
 from .stepping import Step, Walk, step, walk
 from .trace_result import Trace
 from .tracing import PipelineLike, trace
 
-__all__ = ["Plan", "PipelineLike", "Step", "Trace", "Walk", "baselines", "optimize", "pick_best",
-           "step", "trace", "walk"]
+__all__ = ["OffloadPlan", "Plan", "PipelineLike", "ServiceCluster", "Step", "Trace", "Walk", "baselines",
+           "offload", "optimize", "pick_best", "step", "trace", "walk"]

@@ -1,0 +1,402 @@
+"""Offloading to tf.data service: decide, size and apply (``plumbkit.offload``).
+
+Measures, in a client process pinned to the client's cores (so TensorFlow sizes its pools for
+them): the consumer's ceiling (``take(1).cache().repeat()``), the local pipeline, and for
+each candidate cut the remote part's CPU, the cost of moving the cut's elements through the
+service, and the pipeline served by the workers running now. The model
+(:mod:`plumbkit.planning.offload`) turns the costs into predicted throughput against worker
+count, picks the cut and sizes the workers; the served and local pipelines are measured again
+side by side to check the prediction. Every number called *measured* was measured here; the
+rest are *predicted*. Measuring uses job names of plumbkit's own, never the user's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..model.pipeline import AUTOTUNE, Pipeline
+from ..model.service import Distribute, ServiceError
+from ..planning import offload as model
+from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
+from ..tfdata.service import encode_spec, graph_of, offloaded, python_nodes
+from ..tfdata.service_processes import (InProcessClient, MeasuringClient, ServiceCluster, Watch, reachable,
+                                        usable_cores)
+from .measuring import Progress, measure
+from .scheduler import MEASURING
+from .trace_result import Trace
+from .tracing import PipelineLike
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+#: Workers plumbkit predicts for, at most, in the curve it shows.
+CURVE_WORKERS = 8
+
+
+def _quiet(_: str, __: float) -> None:
+    pass
+
+
+@dataclass
+class OffloadPlan:
+    """Whether to offload, where to cut, how many workers; predicted and measured throughput.
+
+    ``predicted`` is the model's curve for the chosen cut (index = workers, 0 = local);
+    ``measured`` maps a worker count to what was measured with it (0 = the local pipeline).
+    """
+
+    decision: str  # "offload", "do not offload", "cannot offload"
+    reason: str
+    target: float
+    target_source: str  # "consumer ceiling (measured)" or "yours"
+    distribute: Distribute | None
+    workers: int | None  # recommended worker count
+    predicted: list[model.Point]
+    measured: dict[int, float]
+    measured_samples: dict[int, list[float]]
+    cuts: list[model.CutCosts]
+    setting: model.Setting
+    invalid: dict[str, str]
+    address: str | None
+    workers_available: int
+    trace: Trace
+    notes: list[str] = field(default_factory=list)
+    max_workers: int = 32
+    _graph: bytes = b""
+    _spec: bytes = b""
+    _dataset: Any = None
+
+    # -- numbers ----------------------------------------------------------------------------
+    @property
+    def cut(self) -> model.CutCosts | None:
+        if self.distribute is None:
+            return None
+        return next((c for c in self.cuts if c.node == self.distribute.cut), None)
+
+    @property
+    def ideal(self) -> float:
+        return self.setting.consumer_ceiling
+
+    @property
+    def local(self) -> float:
+        return self.setting.local
+
+    def predicted_at(self, workers: int) -> float:
+        """Predicted minibatches/s with ``workers`` workers at the chosen cut (0: local)."""
+        cut = self.cut or (self.cuts[0] if self.cuts else None)
+        if cut is None or workers == 0:
+            return model.predict_local(self.setting).throughput
+        return model.predict(self.setting, cut, workers).throughput
+
+    def workers_for(self, target: float) -> int | None:
+        """Smallest worker count predicted to meet ``target`` minibatches/s at the chosen cut
+        (0 if the local pipeline does; None if no count up to ``max_workers`` does)."""
+        if self.local * model.MEETS >= target:
+            return 0
+        cut = self.cut or (self.cuts[0] if self.cuts else None)
+        return None if cut is None else model.workers_needed(self.setting, cut, target, self.max_workers)
+
+    @property
+    def predicted_speedup(self) -> float | None:
+        """Predicted served / measured local, with the workers running now."""
+        if self.distribute is None or not self.workers_available:
+            return None
+        return self.predicted_at(self.workers_available) / max(self.local, 1e-12)
+
+    @property
+    def measured_speedup(self) -> float | None:
+        n = self.workers_available
+        if self.distribute is None or n not in self.measured or 0 not in self.measured:
+            return None
+        return self.measured[n] / max(self.measured[0], 1e-12)
+
+    # -- applying it ------------------------------------------------------------------------
+    @property
+    def dataset(self) -> "tf.data.Dataset | None":
+        """The pipeline served through ``address`` as planned (None without an offload)."""
+        if self.distribute is None or self.address is None:
+            return None
+        if self._dataset is None:
+            self._dataset = self.dataset_for(self.address)
+        return self._dataset
+
+    def dataset_for(self, address: str) -> "tf.data.Dataset":
+        """The planned pipeline served by the dispatcher at ``address`` (registers it there)."""
+        if self.distribute is None:
+            raise ServiceError(f"nothing to offload: {self.reason}")
+        if not reachable(address):
+            raise ServiceError(f"no tf.data service dispatcher answers at {address}")
+        from tensorflow.core.framework import graph_pb2
+
+        from ..tfdata.service import decode_spec
+        return offloaded(graph_pb2.GraphDef.FromString(self._graph), decode_spec(self._spec),
+                         self.distribute, address)
+
+    def rewrite_source(self, source: str, *, dispatcher: str = "dispatcher") -> str:
+        """The user's cell with ``distribute()`` written in at the cut (the dispatcher's address a
+        parameter named ``dispatcher``), or unchanged when there is nothing to offload."""
+        from ..export.service import rewrite_source
+        if self.distribute is None:
+            return source
+        return rewrite_source(source, self.distribute, root_label=self.trace.pipeline[self.trace.pipeline.root].label,
+                              address=self.address or "grpc://127.0.0.1:5050", parameter=dispatcher)
+
+    # -- presentation -----------------------------------------------------------------------
+    def __str__(self) -> str:
+        from ..render.offload import offload_text
+        return offload_text(self)
+
+    def _repr_html_(self) -> str:
+        from ..render.offload import offload_html
+        return offload_html(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision, "reason": self.reason, "target": self.target,
+            "target_source": self.target_source,
+            "distribute": self.distribute.to_dict() if self.distribute else None,
+            "workers": self.workers, "workers_available": self.workers_available,
+            "predicted": [[p.workers, p.throughput, p.bound] for p in self.predicted],
+            "measured": {str(k): v for k, v in self.measured.items()},
+            "measured_samples": {str(k): v for k, v in self.measured_samples.items()},
+            "cuts": [c.to_dict() for c in self.cuts], "invalid": self.invalid,
+            "setting": {k: getattr(self.setting, k) for k in self.setting.__dataclass_fields__},
+            "notes": self.notes, "address": self.address,
+        }
+
+
+# -- measuring ------------------------------------------------------------------------------------
+
+def _rate(result: dict[str, float]) -> float:
+    return result["elements"] / max(result["wall"], 1e-12)
+
+
+def _per(result: dict[str, float], key: str) -> float:
+    return result[key] / max(result["elements"], 1)
+
+
+def _infinite_below(pipeline: Pipeline, node: str, cardinalities: dict[str, int]) -> bool:
+    if cardinalities.get(node) == -1:
+        return True
+    below = [pipeline[node]] + pipeline.descendants(node)
+    return any(o.kind == "repeat" and o.tunables.get("count", -1) == -1 for o in below)
+
+
+def _job_name(graph: bytes) -> str:
+    return "plumbkit-" + hashlib.sha1(graph).hexdigest()[:10]
+
+
+class _Service:
+    """The dispatcher plumbkit measures through: given (an address or a cluster) or its own."""
+
+    def __init__(self, dispatcher: "str | ServiceCluster | None", client_cores: list[int] | None):
+        self.own = dispatcher is None
+        if dispatcher is None:
+            cores = usable_cores()
+            reserve = client_cores if client_cores is not None else (cores[:1] if len(cores) > 1 else None)
+            self.cluster: ServiceCluster | None = ServiceCluster(1, client_cores=reserve).start()
+        elif isinstance(dispatcher, ServiceCluster):
+            self.cluster = dispatcher if dispatcher.dispatcher is not None else dispatcher.start()
+        else:
+            self.cluster = None
+        self.address = self.cluster.address if self.cluster is not None else str(dispatcher)
+        if not reachable(self.address):
+            raise ServiceError(f"no tf.data service dispatcher answers at {self.address}")
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return self.cluster.worker_pids if self.cluster is not None else []
+
+    def workers(self) -> int | None:
+        return len(self.cluster.live_workers) if self.cluster is not None else None
+
+    def close(self) -> None:
+        if self.own and self.cluster is not None:
+            self.cluster.stop()
+
+
+def offload(pipeline: PipelineLike, *, target: float | None = None,
+            dispatcher: "str | ServiceCluster | None" = None, workers: int | None = None,
+            client_cores: list[int] | None = None, cores_per_worker: float | None = None,
+            max_workers: int = 32, bandwidth: float | None = None, sharding: str | None = None,
+            job_name: str | None = None, compression: str | None = None, seconds: float = 1.0,
+            max_cuts: int = 4, stall_after: float = 10.0, on_progress: Progress | None = None) -> OffloadPlan:
+    """Decide whether, where and how much to offload ``pipeline`` to tf.data service workers.
+
+    ``target``: minibatches/s the consumer needs (default: its measured ceiling).
+    ``dispatcher``: a :class:`ServiceCluster` plumbkit started (it then knows the workers'
+    cores and processes), an address ``grpc://host:port`` (then say ``workers`` and
+    ``cores_per_worker``), or None (a one-worker cluster on this machine, for measuring only).
+    ``client_cores``: the cores of the measuring client process (default: the cluster's
+    reserved client cores). ``bandwidth``: bytes/s between workers and client when it is not
+    this machine's loopback. ``sharding``: "OFF" or "DYNAMIC" (default: DYNAMIC when the
+    remote part is finite, so each element is seen once per epoch; OFF when it repeats forever).
+    """
+    progress = on_progress or _quiet
+    ds = resolve_pipeline(pipeline)
+    with MEASURING:
+        progress("reading and tracing the pipeline", 0.0)
+        pipe = pipeline_of(ds)
+        cardinalities = static_cardinalities(ds, pipe)
+        graph = graph_of(ds)
+        graph_bytes, spec_bytes = graph.SerializeToString(), encode_spec(ds.element_spec)
+        python = python_nodes(graph)
+        traced = measure(ds, seconds=max(1.0, 1.5 * seconds))
+        service = _Service(dispatcher, client_cores)
+        notes: list[str] = list(service.cluster.notes) if service.cluster is not None else []
+        if client_cores is None and service.cluster is not None:
+            client_cores = service.cluster.client_cores
+        client: MeasuringClient | InProcessClient
+        if python:
+            client = InProcessClient(cluster=service.cluster)
+            notes.append("the pipeline calls Python, which exists only in this process: measured here, "
+                         "not in a pinned client process")
+        else:
+            client = MeasuringClient(client_cores, cluster=service.cluster)
+        try:
+            return _plan(ds, pipe, cardinalities, graph_bytes, spec_bytes, python, traced, service, client,
+                         notes, target=target, workers=workers, cores_per_worker=cores_per_worker,
+                         max_workers=max_workers, bandwidth=bandwidth, sharding=sharding, job_name=job_name,
+                         compression=compression, seconds=seconds, max_cuts=max_cuts, stall_after=stall_after,
+                         progress=progress)
+        finally:
+            client.close()
+            service.close()
+
+
+def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, traced: Trace, service: _Service,
+          client, notes: list[str], *, target, workers, cores_per_worker, max_workers, bandwidth, sharding,
+          job_name, compression, seconds, max_cuts, stall_after, progress: Callable[[str, float], None]) -> OffloadPlan:
+    base = {"graph": graph_bytes, "spec": spec_bytes}
+    pids = service.worker_pids
+    watch = Watch(stall_after=stall_after)
+
+    def loop(what: str, **extra: Any) -> dict[str, float]:
+        request = {"kind": "loop", "pipeline": {**base, "what": what, **extra}, "seconds": seconds,
+                   "warmup": 0.5 * seconds, "repeat": True, "worker_pids": pids}
+        return client.call(request, watch)
+
+    def pull(what: str, **extra: Any) -> dict[str, float]:
+        request = {"kind": "graph", "pipeline": {**base, "what": what, **extra}, "seconds": seconds,
+                   "warmup": 0.3 * seconds, "worker_pids": pids}
+        return client.call(request, Watch(first_within=watch.first_within, deadline=60 + 10 * seconds))
+
+    progress("starting the measuring client", 0.05)
+    ideal = loop("ideal")
+    progress("measuring the local pipeline", 0.1)
+    local = loop("full")
+    client_cores = len(client.cores) if client.cores else traced.cores
+    n_now = service.workers() if service.workers() is not None else (workers or 1)
+    if cores_per_worker is None:
+        if service.cluster is not None and service.cluster.workers:
+            cores_per_worker = service.cluster.cores_per_worker()
+        else:
+            cores_per_worker = 1.0
+            notes.append("cores per worker not given: assumed 1")
+    local_cpu = _per(local, "cpu")
+    consumer_cpu = min(_per(ideal, "cpu"), local_cpu)
+    stats = {o.name: o for o in traced.ops}
+    shares = {o.name: o.cpu_share for o in traced.ops}
+    share_total = sum(shares.values()) or 1.0
+    pipeline_cpu = max(local_cpu - consumer_cpu, 0.0)
+    op_cost = {n: pipeline_cpu * s / share_total for n, s in shares.items()}
+    sequential = [o.name for o in traced.ops if o.name in pipe.operators and o.sequential
+                  and pipe[o.name].kind not in ("prefetch",)]
+    volume = {o.name: (o.visit_ratio or 0) * (o.bytes_per_element or 0) for o in traced.ops}
+    setting = model.Setting(consumer_ceiling=_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
+                            local_cpu=local_cpu, client_cores=client_cores, cores_per_worker=cores_per_worker,
+                            bandwidth=bandwidth, local_caps=model.sequential_caps(op_cost, sequential))
+    invalid = model.invalid_cuts(pipe, python)
+    goal = target if target is not None else setting.consumer_ceiling
+    source = "yours" if target is not None else "consumer ceiling (measured)"
+    candidates = ([] if setting.local * model.SPEEDUP_THRESHOLD >= goal else
+                  model.candidate_cuts(pipe, python, cpu_share=shares, bytes_per_minibatch=volume, limit=max_cuts))
+    cuts: list[model.CutCosts] = []
+    served_samples: dict[str, list[float]] = {}
+    for i, op in enumerate(candidates):
+        step = 0.15 + 0.6 * i / max(1, len(candidates))
+        visit = _visit_ratio(op.name, stats, cardinalities, pipe)
+        progress(f"cut after {op.label}: its remote part alone", step)
+        remote = pull("sub", cut=op.name)
+        progress(f"cut after {op.label}: moving its elements", step + 0.2 / len(candidates))
+        moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
+        progress(f"cut after {op.label}: served by {n_now} worker(s)", step + 0.4 / len(candidates))
+        mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
+        served = loop("served", cut=op.name, cut_label=op.label,
+                      service={"address": service.address, "sharding": mode, "compression": compression})
+        served_samples[op.name] = [_rate(served)]
+        receive = _per(moved, "cpu") * visit
+        send = _per(moved, "worker_cpu") * visit if pids else receive
+        remote_cpu = _per(remote, "cpu") * visit
+        below = {o.name for o in [op] + pipe.descendants(op.name)}
+        cuts.append(model.CutCosts(
+            node=op.name, label=op.label, visit_ratio=visit,
+            bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu, send_cpu=send,
+            receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
+            client_cpu=max(pipeline_cpu - remote_cpu, 0.0),
+            remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
+            client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),
+            send_measured=bool(pids), measured={n_now: _rate(served)}))
+    if cuts and not pids:
+        notes.append("plumbkit did not start these workers: their cost of sending is assumed equal to the "
+                     "client's cost of receiving")
+    decision = model.decide(setting, cuts, target=goal, max_workers=max_workers, invalid=invalid)
+    measured_samples: dict[int, list[float]] = {0: [_rate(local)]}
+    distribute = None
+    if decision.action == "offload" and decision.cut is not None:
+        cut = decision.cut
+        mode = sharding or ("OFF" if _infinite_below(pipe, cut.node, cardinalities) else "DYNAMIC")
+        pays = _compression(setting, cut, decision.workers or n_now, compression)
+        distribute = Distribute(cut=cut.node, cut_label=cut.label, sharding=mode,
+                                job_name=job_name or _job_name(graph_bytes), compression=pays, prefetch=AUTOTUNE)
+        progress("measuring local and served again, side by side", 0.85)
+        measured_samples[n_now] = list(served_samples.get(cut.node, []))
+        for _ in range(1):
+            again = loop("served", cut=cut.node, cut_label=cut.label,
+                         service={"address": service.address, "sharding": mode, "compression": pays})
+            measured_samples[n_now].append(_rate(again))
+            measured_samples[0].append(_rate(loop("full")))
+        if mode == "DYNAMIC":
+            notes.append("DYNAMIC sharding: each element once per epoch while no worker fails; a lost worker's "
+                         "elements are skipped for that epoch (at most once)")
+    measured = {n: statistics.median(v) for n, v in measured_samples.items()}
+    chosen = decision.cut or (max(cuts, key=lambda c: model.plateau(setting, c, max_workers).throughput)
+                              if cuts else None)
+    curve = (model.curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
+             if chosen is not None else [model.predict_local(setting)])
+    progress("done", 1.0)
+    plan = OffloadPlan(
+        decision=decision.action, reason=decision.reason, target=goal, target_source=source,
+        distribute=distribute, workers=decision.workers, predicted=curve, measured=measured,
+        measured_samples=measured_samples, cuts=cuts, setting=setting, invalid=invalid,
+        address=service.address if not service.own else None, workers_available=n_now, trace=traced,
+        notes=notes, max_workers=max_workers, _graph=graph_bytes, _spec=spec_bytes)
+    if service.own and distribute is not None:
+        plan.notes.append("measured through a temporary one-worker service plumbkit started; apply the plan "
+                          "with plan.dataset_for(address) once your workers run")
+    return plan
+
+
+def _visit_ratio(node: str, stats: dict, cardinalities: dict[str, int], pipe: Pipeline) -> float:
+    """Elements of ``node`` per root minibatch: traced, else from TensorFlow's cardinalities."""
+    op = stats.get(node)
+    if op is not None and op.visit_ratio:
+        return float(op.visit_ratio)
+    n, root = cardinalities.get(node, -2), cardinalities.get(pipe.root, -2)
+    if n > 0 and root > 0:
+        return n / root
+    return 1.0
+
+
+def _compression(setting: model.Setting, cut: model.CutCosts, n: int, asked: str | None) -> str | None:
+    """Compress only when the network is what binds (with a bandwidth given) or when asked."""
+    if asked is not None:
+        return asked
+    point = model.predict(setting, cut, n)
+    return "AUTO" if point.bound == "network" else None
+
+
+__all__ = ["OffloadPlan", "ServiceCluster", "offload"]

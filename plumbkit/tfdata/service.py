@@ -1,0 +1,331 @@
+"""tf.data service from plumbkit: the cut, the ``distribute()`` rewrite, and measuring through it.
+
+A *cut* at operator ``k`` means what stock tf.data service does with ``distribute()`` placed
+after ``k``: ``k`` and everything below it run on the workers, the operators above it on the
+client. Built on the graph round trip (:mod:`plumbkit.tfdata.graph_edits`):
+
+- the remote part is the sub-pipeline ending at ``k`` (the user's ``tf.data.Options`` kept), as
+  a Dataset of flat tensors; ``distribute()`` registers it with the dispatcher;
+- the client part is the user's graph above ``k`` with ``k``'s output replaced by the
+  distributed dataset's own (serialized) nodes, so any operators above the cut, Python ones
+  included, keep working on the client; then a client-side prefetch.
+
+The measuring half (:func:`handle`) runs requests sent by the process runner
+(:mod:`plumbkit.tfdata.service_processes`), in a client process pinned to its cores or in this
+process: the consumer's ideal rate, a pipeline's rate (local or served), a sub-pipeline's CPU
+cost, the cost of moving elements of a cut through the service, and one epoch's elements.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Sequence
+
+import psutil
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2
+from tensorflow.core.protobuf import struct_pb2
+from tensorflow.python.saved_model import nested_structure_coder
+
+from ..model.pipeline import AUTOTUNE
+from ..model.service import Distribute
+from . import graph_edits
+from .graph_edits import GraphDef, RewriteError
+
+#: Python-calling ops: their functions live in the client process's registry, so a worker
+#: cannot run them ("Could not find callback with key=pyfunc_0", measured on TF 2.21).
+PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
+#: Prefix of the service's nodes spliced into the user's graph.
+_SERVICE_PREFIX = "plumbkit_service/"
+
+
+# -- element specs and graphs across processes ------------------------------------------------
+
+def encode_spec(element_spec: Any) -> bytes:
+    """An element_spec as bytes (TensorFlow's own structure coder, as ``distribute`` uses)."""
+    return nested_structure_coder.encode_structure(element_spec).SerializeToString()
+
+
+def decode_spec(data: bytes) -> Any:
+    proto = struct_pb2.StructuredValue()
+    proto.ParseFromString(data)
+    return nested_structure_coder.decode_proto(proto)
+
+
+def graph_of(ds: tf.data.Dataset) -> GraphDef:
+    """The pipeline's graph, Python functions included as references into this process."""
+    return graph_edits.graph_def_of(ds, allow_external_state=True)
+
+
+def python_nodes(graph_def: GraphDef) -> dict[str, str]:
+    """Dataset node -> the Python op it runs (``py_function``, ``numpy_function``, generators)."""
+    found: dict[str, str] = {}
+    for op in PYTHON_OPS:
+        for node, _ in graph_edits._users_of_op(graph_def, op):  # noqa: SLF001 - same room
+            found.setdefault(node, op)
+    return found
+
+
+def _flat_spec(graph_def: GraphDef, node: str) -> tuple[tf.TensorSpec, ...]:
+    node_def = graph_edits._node(graph_def, node)  # noqa: SLF001
+    types = graph_edits._attr(node_def, "output_types").list.type  # noqa: SLF001
+    shapes = graph_edits._attr(node_def, "output_shapes").list.shape  # noqa: SLF001
+    return tuple(tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t)) for t, s in zip(types, shapes))
+
+
+def _user_options(graph_def: GraphDef) -> list:
+    """The OptionsDataset nodes directly under the ``_Retval`` (the user's ``with_options``)."""
+    out, node = [], graph_edits._node(graph_def, graph_edits.RETVAL)  # noqa: SLF001
+    while True:
+        node = graph_edits._node(graph_def, graph_edits._ref(node.input[0]))  # noqa: SLF001
+        if node.op != "OptionsDataset":
+            return out
+        out.append(node)
+
+
+def sub_pipeline_graph(graph_def: GraphDef, node: str) -> GraphDef:
+    """The graph of the sub-pipeline ending at ``node``, under the user's options."""
+    g = graph_edits._copy(graph_def)  # noqa: SLF001
+    node = graph_edits._resolve(g, node)  # noqa: SLF001
+    target = graph_edits._node(g, node)  # noqa: SLF001
+    top = node
+    for options in reversed(_user_options(g)):
+        copy = g.node.add()
+        copy.CopyFrom(options)
+        copy.name = graph_edits._fresh_name(g, "OptionsDataset")  # noqa: SLF001
+        del copy.input[:]
+        copy.input.append(top)
+        copy.attr["output_types"].CopyFrom(graph_edits._attr(target, "output_types"))  # noqa: SLF001
+        copy.attr["output_shapes"].CopyFrom(graph_edits._attr(target, "output_shapes"))  # noqa: SLF001
+        copy.ClearField("experimental_type")
+        top = copy.name
+    retval = graph_edits._node(g, graph_edits.RETVAL)  # noqa: SLF001
+    del retval.input[:]
+    retval.input.append(top)
+    return graph_edits._pruned(g)  # noqa: SLF001
+
+
+def sub_pipeline(graph_def: GraphDef, node: str) -> tf.data.Dataset:
+    """The sub-pipeline ending at ``node`` as a Dataset of flat tensors (what a worker runs)."""
+    spec = _flat_spec(graph_def, graph_edits._resolve(graph_def, node))  # noqa: SLF001
+    return graph_edits.dataset_from_graph_def(sub_pipeline_graph(graph_def, node), spec)
+
+
+# -- the rewrite ----------------------------------------------------------------------------------
+
+def measuring_job_name() -> str:
+    """A job name of plumbkit's own: its measurements never read from a user's shared job."""
+    return f"plumbkit-measure-{uuid.uuid4().hex[:10]}"
+
+
+def _policy(name: str):
+    return getattr(tf.data.experimental.service.ShardingPolicy, name)
+
+
+def distributed(remote: tf.data.Dataset, address: str, *, sharding: str = "OFF",
+                job_name: str | None = None, compression: str | None = None) -> tf.data.Dataset:
+    """``remote`` served by the tf.data service at ``address`` (registers it with the dispatcher)."""
+    service = address if "://" in address else f"grpc://{address}"
+    return remote.apply(tf.data.experimental.service.distribute(
+        processing_mode=_policy(sharding), service=service, job_name=job_name,
+        compression=compression))
+
+
+def offloaded_graph(graph_def: GraphDef, plan: Distribute, address: str) -> GraphDef:
+    """The user's graph with ``plan.cut`` and everything below it served by the tf.data service.
+
+    The distributed dataset is built (and registered with the dispatcher) from the remote part,
+    serialized, and its nodes replace the cut's output in the user's graph; the functions it
+    needs join the graph's library. A client-side prefetch goes at the end unless there is one.
+    """
+    remote = sub_pipeline(graph_def, plan.cut)
+    served = distributed(remote, address, sharding=plan.sharding, job_name=plan.job_name,
+                         compression=plan.compression)
+    service_graph = graph_edits._parse(served._as_serialized_graph())  # noqa: SLF001
+    g = graph_edits._copy(graph_def)  # noqa: SLF001
+    service_top = graph_edits.root_name(service_graph)
+    taken = {n.name for n in g.node}
+    for node in service_graph.node:
+        if node.op == "_Retval":
+            continue
+        new = g.node.add()
+        new.CopyFrom(node)
+        new.name = _SERVICE_PREFIX + node.name
+        assert new.name not in taken, new.name
+        del new.input[:]
+        for spec in node.input:
+            control = "^" if spec.startswith("^") else ""
+            new.input.append(control + _SERVICE_PREFIX + spec.lstrip("^"))
+    have = {f.signature.name for f in g.library.function}
+    for function in service_graph.library.function:
+        if function.signature.name not in have:
+            g.library.function.add().CopyFrom(function)
+    have_grads = {d.function_name for d in g.library.gradient}
+    for gradient in service_graph.library.gradient:
+        if gradient.function_name not in have_grads:
+            g.library.gradient.add().CopyFrom(gradient)
+    cut = graph_edits._resolve(g, plan.cut)  # noqa: SLF001
+    graph_edits._redirect(g, cut, _SERVICE_PREFIX + service_top)  # noqa: SLF001
+    g = graph_edits._pruned(g)  # noqa: SLF001
+    if plan.prefetch is not None:
+        root = graph_edits._node(g, graph_edits.root_name(g))  # noqa: SLF001
+        if root.op != "PrefetchDataset":
+            g, _ = graph_edits.set_prefetch(g, root.name, plan.prefetch)
+    return g
+
+
+def offloaded(graph_def: GraphDef, element_spec: Any, plan: Distribute, address: str) -> tf.data.Dataset:
+    """The pipeline served through the tf.data service at ``address``, cut as ``plan`` says."""
+    return graph_edits.dataset_from_graph_def(offloaded_graph(graph_def, plan, address), element_spec)
+
+
+def cached_sample(ds: tf.data.Dataset, elements: int) -> tf.data.Dataset:
+    """``elements`` real elements, computed once and repeated: what moving them costs, alone."""
+    return ds.take(elements).cache().repeat()
+
+
+# -- measuring (runs in the measuring client) ---------------------------------------------------
+
+class Counter:
+    """Elements received so far, read by a watchdog on another thread (no lock: one writer)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+
+def _cpu_of(pids: Sequence[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+            total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def loop_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
+              worker_pids: Sequence[int] = ()) -> dict[str, float]:
+    """Elements/s of a plain ``next()`` loop (the consumer's loop) after ``warmup`` seconds, with
+    this process's and the workers' CPU seconds over the measured window."""
+    it = iter(ds)
+    next(it)
+    counter.n += 1
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup:
+        next(it)
+        counter.n += 1
+    n, cpu0, wcpu0, t0 = 0, time.process_time(), _cpu_of(worker_pids), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        next(it)
+        n += 1
+        counter.n += 1
+    wall = time.perf_counter() - t0
+    return {"elements": n, "wall": wall, "cpu": time.process_time() - cpu0,
+            "worker_cpu": _cpu_of(worker_pids) - wcpu0}
+
+
+def graph_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
+               worker_pids: Sequence[int] = ()) -> dict[str, float]:
+    """Elements/s and CPU of ``ds`` pulled by a TensorFlow loop (no Python per element, so cheap
+    operators are not swamped by the consumer's own cost), from one iterator: chunks grow until
+    one takes a tenth of a second, run for ``warmup`` s, then for ``seconds`` s, measured."""
+    if int(ds.cardinality().numpy()) != tf.data.INFINITE_CARDINALITY:
+        ds = ds.repeat()
+    iterator = iter(ds)
+
+    @tf.function
+    def pull(n: tf.Tensor) -> tf.Tensor:
+        for _ in tf.range(n):
+            iterator.get_next()
+        return n
+
+    n, start = 1, time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        pull(tf.constant(n, tf.int64))
+        counter.n += n
+        if time.perf_counter() - t0 > 0.1 or n >= 1 << 22:
+            break
+        n *= 2
+    while time.perf_counter() - start < warmup:
+        pull(tf.constant(n, tf.int64))
+        counter.n += n
+    got, cpu0, wcpu0, t0 = 0, time.process_time(), _cpu_of(worker_pids), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pull(tf.constant(n, tf.int64))
+        got += n
+        counter.n += n
+    return {"elements": got, "wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
+            "worker_cpu": _cpu_of(worker_pids) - wcpu0}
+
+
+def collect(ds: tf.data.Dataset, *, limit: int, counter: Counter) -> list[Any]:
+    """Every element of one pass (at most ``limit``), as numpy structures."""
+    out = []
+    for element in ds.take(limit).as_numpy_iterator():
+        out.append(element)
+        counter.n += 1
+    return out
+
+
+def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
+    """The Dataset a request names (see :func:`handle`)."""
+    graph_def = graph_pb2.GraphDef.FromString(pipeline["graph"])
+    spec = decode_spec(pipeline["spec"])
+    what = pipeline.get("what", "full")
+    if what == "full":
+        return graph_edits.dataset_from_graph_def(graph_def, spec)
+    if what == "ideal":
+        return graph_edits.dataset_from_graph_def(graph_def, spec).take(1).cache().repeat()
+    if what == "sub":
+        return sub_pipeline(graph_def, pipeline["cut"])
+    service = pipeline["service"]
+    if what == "moved":  # a cached sample of the cut's elements, served by the workers
+        sample = cached_sample(sub_pipeline(graph_def, pipeline["cut"]), pipeline.get("sample", 16))
+        return distributed(sample, service["address"], sharding="OFF", job_name=measuring_job_name(),
+                           compression=service.get("compression"))
+    if what == "served":
+        plan = Distribute(cut=pipeline["cut"], cut_label=pipeline.get("cut_label", ""),
+                          sharding=service.get("sharding", "OFF"),
+                          job_name=service.get("job_name") or measuring_job_name(),
+                          compression=service.get("compression"), prefetch=service.get("prefetch", AUTOTUNE))
+        return offloaded(graph_def, spec, plan, service["address"])
+    raise ValueError(f"unknown pipeline kind {what!r}")
+
+
+def handle(request: dict[str, Any], counter: Counter) -> Any:
+    """Run one measuring request: ``{"kind": "loop" | "graph" | "collect", "pipeline": {...}}``.
+
+    ``pipeline["what"]``: ``full`` (the user's pipeline, local), ``ideal``
+    (``take(1).cache().repeat()``: the consumer's ceiling), ``sub`` (the part up to the cut,
+    local), ``moved`` (a cached sample of the cut's elements served by the workers: the cost of
+    moving them), ``served`` (the pipeline cut and served).
+    """
+    ds = build(request["pipeline"])
+    if request.get("repeat"):
+        if int(ds.cardinality().numpy()) != tf.data.INFINITE_CARDINALITY:
+            ds = ds.repeat()
+    kind = request["kind"]
+    pids = request.get("worker_pids", ())
+    if kind == "loop":
+        return loop_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.5),
+                         counter=counter, worker_pids=pids)
+    if kind == "graph":
+        return graph_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.3),
+                          counter=counter, worker_pids=pids)
+    if kind == "collect":
+        return collect(ds, limit=request.get("limit", 1 << 40), counter=counter)
+    raise ValueError(f"unknown request kind {kind!r}")
+
+
+def pipeline_request(ds: tf.data.Dataset) -> dict[str, Any]:
+    """The part of a request that names ``ds`` (its graph and element_spec, as bytes)."""
+    return {"graph": graph_of(ds).SerializeToString(), "spec": encode_spec(ds.element_spec)}
+
+
+__all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "collect", "decode_spec",
+           "distributed", "encode_spec", "graph_of", "handle", "loop_rate", "measuring_job_name",
+           "offloaded", "offloaded_graph", "pipeline_request", "python_nodes", "graph_rate",
+           "sub_pipeline", "sub_pipeline_graph"]
