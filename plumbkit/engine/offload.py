@@ -21,7 +21,7 @@ from ..model.pipeline import AUTOTUNE, Pipeline
 from ..model.service import Distribute, ServiceError
 from ..planning import offload as model
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
-from ..tfdata.service import encode_spec, graph_of, offloaded, python_nodes
+from ..tfdata.service import encode_spec, graph_of, offloaded_from_request, python_nodes
 from ..tfdata.service_processes import (InProcessClient, MeasuringClient, ServiceCluster, Watch, reachable,
                                         usable_cores)
 from .measuring import Progress, measure
@@ -40,6 +40,29 @@ def _quiet(_: str, __: float) -> None:
     pass
 
 
+@dataclass(frozen=True)
+class Run:
+    """One measured run: minibatches/s, CPU per minibatch of the client and of the workers,
+    and the share of their cores the processes got (below 1 on a busy machine)."""
+
+    workers: int
+    throughput: float
+    client_cpu: float  # client core-seconds per minibatch
+    worker_cpu: float  # all workers' core-seconds per minibatch (0: not ours, not measured)
+    client_utilization: float  # client cores busy / client cores
+    worker_utilization: float  # workers' cores busy / workers' cores (0: not measured)
+    dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (0: not ours)
+
+    @classmethod
+    def of(cls, workers: int, result: dict[str, float], client_cores: float, worker_cores: float) -> "Run":
+        n = max(result["elements"], 1)
+        wall = max(result["wall"], 1e-12)
+        return cls(workers, result["elements"] / wall, result["cpu"] / n, result["worker_cpu"] / n,
+                   result["cpu"] / wall / max(client_cores, 1e-12),
+                   result["worker_cpu"] / wall / max(worker_cores, 1e-12) if worker_cores else 0.0,
+                   result.get("dispatcher_cpu", 0.0) / n)
+
+
 @dataclass
 class OffloadPlan:
     """Whether to offload, where to cut, how many workers; predicted and measured throughput.
@@ -55,8 +78,8 @@ class OffloadPlan:
     distribute: Distribute | None
     workers: int | None  # recommended worker count
     predicted: list[model.Point]
-    measured: dict[int, float]
-    measured_samples: dict[int, list[float]]
+    measured: dict[int, float]  # workers -> median measured minibatches/s
+    runs: dict[int, list[Run]]  # workers -> every measured run, in the order measured
     cuts: list[model.CutCosts]
     setting: model.Setting
     invalid: dict[str, str]
@@ -101,17 +124,46 @@ class OffloadPlan:
 
     @property
     def predicted_speedup(self) -> float | None:
-        """Predicted served / measured local, with the workers running now."""
+        """Predicted served over predicted local, with the workers running now (a ratio of the
+        model's numbers, so a busy machine slows both alike)."""
         if self.distribute is None or not self.workers_available:
             return None
-        return self.predicted_at(self.workers_available) / max(self.local, 1e-12)
+        return self.predicted_at(self.workers_available) / max(self.predicted_at(0), 1e-12)
 
     @property
     def measured_speedup(self) -> float | None:
+        """Served over local, both measured here side by side (medians)."""
         n = self.workers_available
         if self.distribute is None or n not in self.measured or 0 not in self.measured:
             return None
         return self.measured[n] / max(self.measured[0], 1e-12)
+
+    @property
+    def measured_cpu_speedup(self) -> float | None:
+        """The speed-up dedicated cores would give, from the CPU each side *measured* it spent
+        per minibatch in the served runs (client on its cores, workers on theirs) against the
+        local runs: unlike throughput, CPU per minibatch barely moves when neighbours take
+        cores away, so this checks the model's costs on a busy machine too."""
+        n = self.workers_available
+        served, local = self.runs.get(n), self.runs.get(0)
+        if self.distribute is None or not served or not local or not all(r.worker_cpu for r in served):
+            return None
+        s = self.setting
+        client = statistics.median(r.client_cpu for r in served) / s.client_cores
+        shared = s.dispatcher_cores is None
+        workers = statistics.median(r.worker_cpu + (r.dispatcher_cpu if shared else 0.0) for r in served) / (
+            n * s.cores_per_worker)
+        local_cpu = statistics.median(r.client_cpu for r in local) / s.client_cores
+        return local_cpu / max(client, workers, 1e-12)
+
+    @property
+    def dedicated(self) -> bool:
+        """Did the measured processes get their cores? (The local runs, CPU-bound by the model,
+        kept the client's cores at least 80% busy.) When not, measured throughput is a share of
+        what the predictions, made for dedicated cores, say."""
+        local = self.runs.get(0, [])
+        bound = model.predict_local(self.setting).bound
+        return bool(local) and (bound != "client CPU" or statistics.median(r.client_utilization for r in local) >= 0.8)
 
     # -- applying it ------------------------------------------------------------------------
     @property
@@ -129,11 +181,7 @@ class OffloadPlan:
             raise ServiceError(f"nothing to offload: {self.reason}")
         if not reachable(address):
             raise ServiceError(f"no tf.data service dispatcher answers at {address}")
-        from tensorflow.core.framework import graph_pb2
-
-        from ..tfdata.service import decode_spec
-        return offloaded(graph_pb2.GraphDef.FromString(self._graph), decode_spec(self._spec),
-                         self.distribute, address)
+        return offloaded_from_request({"graph": self._graph, "spec": self._spec}, self.distribute, address)
 
     def rewrite_source(self, source: str, *, dispatcher: str = "dispatcher") -> str:
         """The user's cell with ``distribute()`` written in at the cut (the dispatcher's address a
@@ -161,7 +209,7 @@ class OffloadPlan:
             "workers": self.workers, "workers_available": self.workers_available,
             "predicted": [[p.workers, p.throughput, p.bound] for p in self.predicted],
             "measured": {str(k): v for k, v in self.measured.items()},
-            "measured_samples": {str(k): v for k, v in self.measured_samples.items()},
+            "runs": {str(k): [r.__dict__ for r in v] for k, v in self.runs.items()},
             "cuts": [c.to_dict() for c in self.cuts], "invalid": self.invalid,
             "setting": {k: getattr(self.setting, k) for k in self.setting.__dataclass_fields__},
             "notes": self.notes, "address": self.address,
@@ -223,7 +271,8 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
             client_cores: list[int] | None = None, cores_per_worker: float | None = None,
             max_workers: int = 32, bandwidth: float | None = None, sharding: str | None = None,
             job_name: str | None = None, compression: str | None = None, seconds: float = 1.0,
-            max_cuts: int = 4, stall_after: float = 10.0, on_progress: Progress | None = None) -> OffloadPlan:
+            rounds: int = 2, max_cuts: int = 4, stall_after: float = 10.0,
+            on_progress: Progress | None = None) -> OffloadPlan:
     """Decide whether, where and how much to offload ``pipeline`` to tf.data service workers.
 
     ``target``: minibatches/s the consumer needs (default: its measured ceiling).
@@ -250,39 +299,47 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
         if client_cores is None and service.cluster is not None:
             client_cores = service.cluster.client_cores
         client: MeasuringClient | InProcessClient
+        shared = False
         if python:
             client = InProcessClient(cluster=service.cluster)
             notes.append("the pipeline calls Python, which exists only in this process: measured here, "
                          "not in a pinned client process")
+        elif service.cluster is not None and not service.own and client_cores == service.cluster.client_cores:
+            client, shared = service.cluster.client(), True
         else:
             client = MeasuringClient(client_cores, cluster=service.cluster)
         try:
             return _plan(ds, pipe, cardinalities, graph_bytes, spec_bytes, python, traced, service, client,
                          notes, target=target, workers=workers, cores_per_worker=cores_per_worker,
                          max_workers=max_workers, bandwidth=bandwidth, sharding=sharding, job_name=job_name,
-                         compression=compression, seconds=seconds, max_cuts=max_cuts, stall_after=stall_after,
-                         progress=progress)
+                         compression=compression, seconds=seconds, rounds=rounds, max_cuts=max_cuts,
+                         stall_after=stall_after, progress=progress)
         finally:
-            client.close()
+            if not shared:
+                client.close()
             service.close()
 
 
 def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, traced: Trace, service: _Service,
           client, notes: list[str], *, target, workers, cores_per_worker, max_workers, bandwidth, sharding,
-          job_name, compression, seconds, max_cuts, stall_after, progress: Callable[[str, float], None]) -> OffloadPlan:
+          job_name, compression, seconds, rounds, max_cuts, stall_after,
+          progress: Callable[[str, float], None]) -> OffloadPlan:
     base = {"graph": graph_bytes, "spec": spec_bytes}
     pids = service.worker_pids
+    dispatcher_pids = [service.cluster.dispatcher.pid] if service.cluster is not None else []
     watch = Watch(stall_after=stall_after)
 
     def loop(what: str, **extra: Any) -> dict[str, float]:
         request = {"kind": "loop", "pipeline": {**base, "what": what, **extra}, "seconds": seconds,
-                   "warmup": 0.5 * seconds, "repeat": True, "worker_pids": pids}
+                   "warmup": 0.5 * seconds, "repeat": True, "worker_pids": pids, "dispatcher_pids": dispatcher_pids}
         return client.call(request, watch)
 
     def pull(what: str, **extra: Any) -> dict[str, float]:
         request = {"kind": "graph", "pipeline": {**base, "what": what, **extra}, "seconds": seconds,
-                   "warmup": 0.3 * seconds, "worker_pids": pids}
-        return client.call(request, Watch(first_within=watch.first_within, deadline=60 + 10 * seconds))
+                   "warmup": 0.3 * seconds, "worker_pids": pids, "dispatcher_pids": dispatcher_pids}
+        # Progress comes a chunk at a time here: bound the whole request instead.
+        return client.call(request, Watch(first_within=watch.first_within, stall_after=None,
+                                          deadline=90 + 10 * seconds))
 
     progress("starting the measuring client", 0.05)
     ideal = loop("ideal")
@@ -314,8 +371,10 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     source = "yours" if target is not None else "consumer ceiling (measured)"
     candidates = ([] if setting.local * model.SPEEDUP_THRESHOLD >= goal else
                   model.candidate_cuts(pipe, python, cpu_share=shares, bytes_per_minibatch=volume, limit=max_cuts))
+    worker_cores = n_now * cores_per_worker if pids else 0.0
+    runs: dict[int, list[Run]] = {0: [Run.of(0, local, client_cores, 0.0)]}
+    served_runs: dict[str, Run] = {}
     cuts: list[model.CutCosts] = []
-    served_samples: dict[str, list[float]] = {}
     for i, op in enumerate(candidates):
         step = 0.15 + 0.6 * i / max(1, len(candidates))
         visit = _visit_ratio(op.name, stats, cardinalities, pipe)
@@ -325,26 +384,27 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
         progress(f"cut after {op.label}: served by {n_now} worker(s)", step + 0.4 / len(candidates))
         mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
-        served = loop("served", cut=op.name, cut_label=op.label,
-                      service={"address": service.address, "sharding": mode, "compression": compression})
-        served_samples[op.name] = [_rate(served)]
+        served_runs[op.name] = Run.of(n_now, loop("served", cut=op.name, cut_label=op.label, service={
+            "address": service.address, "sharding": mode, "compression": compression}), client_cores, worker_cores)
         receive = _per(moved, "cpu") * visit
         send = _per(moved, "worker_cpu") * visit if pids else receive
         remote_cpu = _per(remote, "cpu") * visit
+        run = served_runs[op.name]
+        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids else 0.0
         below = {o.name for o in [op] + pipe.descendants(op.name)}
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
             bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu, send_cpu=send,
             receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
-            client_cpu=max(pipeline_cpu - remote_cpu, 0.0),
+            client_cpu=max(pipeline_cpu - remote_cpu, 0.0), service_cpu=service_cpu,
+            dispatcher_cpu=run.dispatcher_cpu,
             remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
             client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),
-            send_measured=bool(pids), measured={n_now: _rate(served)}))
+            send_measured=bool(pids), measured={n_now: served_runs[op.name].throughput}))
     if cuts and not pids:
         notes.append("plumbkit did not start these workers: their cost of sending is assumed equal to the "
-                     "client's cost of receiving")
+                     "client's cost of receiving, and what serving adds on them (DYNAMIC's splits) is unknown")
     decision = model.decide(setting, cuts, target=goal, max_workers=max_workers, invalid=invalid)
-    measured_samples: dict[int, list[float]] = {0: [_rate(local)]}
     distribute = None
     if decision.action == "offload" and decision.cut is not None:
         cut = decision.cut
@@ -352,17 +412,22 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         pays = _compression(setting, cut, decision.workers or n_now, compression)
         distribute = Distribute(cut=cut.node, cut_label=cut.label, sharding=mode,
                                 job_name=job_name or _job_name(graph_bytes), compression=pays, prefetch=AUTOTUNE)
-        progress("measuring local and served again, side by side", 0.85)
-        measured_samples[n_now] = list(served_samples.get(cut.node, []))
-        for _ in range(1):
-            again = loop("served", cut=cut.node, cut_label=cut.label,
-                         service={"address": service.address, "sharding": mode, "compression": pays})
-            measured_samples[n_now].append(_rate(again))
-            measured_samples[0].append(_rate(loop("full")))
+        runs[n_now] = [served_runs[cut.node]]
+        for r in range(rounds):
+            progress(f"measuring local and served again, side by side ({r + 1} of {rounds})", 0.8 + 0.15 * r / rounds)
+            served = loop("served", cut=cut.node, cut_label=cut.label,
+                          service={"address": service.address, "sharding": mode, "compression": pays})
+            runs[n_now].append(Run.of(n_now, served, client_cores, worker_cores))
+            runs[0].append(Run.of(0, loop("full"), client_cores, 0.0))
         if mode == "DYNAMIC":
             notes.append("DYNAMIC sharding: each element once per epoch while no worker fails; a lost worker's "
                          "elements are skipped for that epoch (at most once)")
-    measured = {n: statistics.median(v) for n, v in measured_samples.items()}
+    measured = {n: statistics.median(r.throughput for r in v) for n, v in runs.items()}
+    busy = statistics.median(r.client_utilization for r in runs[0])
+    if model.predict_local(setting).bound == "client CPU" and busy < 0.8:
+        notes.append(f"busy machine: the client process got {busy:.0%} of its core(s) while running the "
+                     f"CPU-bound local pipeline; measured throughput is that share of what dedicated cores "
+                     f"give (the predictions are for dedicated cores; CPU per minibatch moves much less)")
     chosen = decision.cut or (max(cuts, key=lambda c: model.plateau(setting, c, max_workers).throughput)
                               if cuts else None)
     curve = (model.curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
@@ -371,7 +436,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     plan = OffloadPlan(
         decision=decision.action, reason=decision.reason, target=goal, target_source=source,
         distribute=distribute, workers=decision.workers, predicted=curve, measured=measured,
-        measured_samples=measured_samples, cuts=cuts, setting=setting, invalid=invalid,
+        runs=runs, cuts=cuts, setting=setting, invalid=invalid,
         address=service.address if not service.own else None, workers_available=n_now, trace=traced,
         notes=notes, max_workers=max_workers, _graph=graph_bytes, _spec=spec_bytes)
     if service.own and distribute is not None:

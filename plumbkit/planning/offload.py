@@ -8,13 +8,17 @@ everything below it on the workers and the rest on the client. Per root minibatc
 - ``send_cpu`` / ``receive_cpu``: worker / client core-seconds to move the cut's elements
   (a cached sample of them served through the service on loopback);
 - ``transfer_rate``: minibatches/s one worker moves when computing costs nothing;
+- ``service_cpu`` / ``dispatcher_cpu``: what serving adds on the workers and the dispatcher
+  (measured in a served run: DYNAMIC sharding fetches every split from the dispatcher, one RPC
+  per element of a ``range`` source);
 - ``client_cpu``: client core-seconds for the operators above the cut;
 - the consumer's own CPU and its ceiling (``take(1).cache().repeat()``) on the client.
 
 Throughput with ``n`` workers of ``w`` cores and a client of ``c`` cores is the smallest of
 
     consumer ceiling,   c / (consumer + client_cpu + receive_cpu),
-    n * w / (remote_cpu + send_cpu),   n * transfer_rate,   bandwidth / bytes per minibatch,
+    n * w / (remote + send + service [+ dispatcher, when it shares the workers' cores]),
+    n * transfer_rate,   bandwidth / bytes per minibatch,   dispatcher cores / dispatcher_cpu,
 
 and the sequential operators' own caps on either side (one core each, as in the LP). The
 decision follows Algorithm 1: no offload when the local pipeline is within 10% of the target;
@@ -55,6 +59,8 @@ class CutCosts:
     receive_cpu: float
     transfer_rate: float  # minibatches/s one worker moves (cached sample), inf if not measured
     client_cpu: float  # operators above the cut
+    service_cpu: float = 0.0  # what the service adds on the workers when serving (DYNAMIC's splits)
+    dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (DYNAMIC hands out splits)
     remote_caps: tuple[float, ...] = ()  # minibatches/s each sequential remote operator allows
     client_caps: tuple[float, ...] = ()
     send_measured: bool = True  # False: the workers are not plumbkit's, send cost assumed = receive
@@ -78,6 +84,7 @@ class Setting:
     client_cores: float
     cores_per_worker: float = 1.0
     bandwidth: float | None = None  # bytes/s worker -> client (None: as measured on loopback)
+    dispatcher_cores: float | None = None  # None: the dispatcher shares the workers' cores
     local_caps: tuple[float, ...] = ()  # sequential operators' caps when all runs locally
 
 
@@ -103,11 +110,15 @@ def predict_local(s: Setting) -> Point:
 def terms(s: Setting, cut: CutCosts, workers: int) -> dict[str, float]:
     """Every ceiling on throughput with ``workers`` workers at this cut (minibatches/s)."""
     client = s.consumer_cpu + cut.client_cpu + cut.receive_cpu
-    worker = cut.remote_cpu + cut.send_cpu
+    worker = cut.remote_cpu + cut.send_cpu + cut.service_cpu
+    if s.dispatcher_cores is None:
+        worker += cut.dispatcher_cpu  # the dispatcher runs on the workers' cores
     out = {"consumer": s.consumer_ceiling,
            "client CPU": s.client_cores / max(client, 1e-12),
            "workers' CPU": workers * s.cores_per_worker / max(worker, 1e-12),
            "transfer per worker": workers * cut.transfer_rate}
+    if s.dispatcher_cores is not None and cut.dispatcher_cpu > 0:
+        out["dispatcher CPU"] = s.dispatcher_cores / cut.dispatcher_cpu
     if cut.remote_caps:
         out["a sequential remote operator"] = workers * min(cut.remote_caps)
     if cut.client_caps:

@@ -35,9 +35,10 @@ def offload_text(plan: "OffloadPlan") -> str:
         lines.append("  cuts (per minibatch; remote = workers' compute):")
         for c in plan.cuts:
             served = ", ".join(f"{v:.1f} with {n} worker{'s' * (n != 1)}" for n, v in c.measured.items())
-            lines.append(f"    after {c.label}: remote {_ms(c.remote_cpu)}, send {_ms(c.send_cpu)}, receive "
-                         f"{_ms(c.receive_cpu)}, client ops {_ms(c.client_cpu)}, {human_bytes(c.bytes_per_minibatch)}"
-                         f" moved; measured {served}")
+            lines.append(f"    after {c.label}: remote {_ms(c.remote_cpu)}, send {_ms(c.send_cpu)}, serving "
+                         f"{_ms(c.service_cpu)} + dispatcher {_ms(c.dispatcher_cpu)}, receive {_ms(c.receive_cpu)}, "
+                         f"client ops {_ms(c.client_cpu)}, {human_bytes(c.bytes_per_minibatch)} moved; "
+                         f"measured {served}")
     for label, why in plan.invalid.items():
         lines.append(f"    not after {label}: {why}")
     lines += [f"  note: {n}" for n in plan.notes]
@@ -98,9 +99,10 @@ def offload_html(plan: "OffloadPlan") -> str:
              f"<th>bound</th></tr>{rows}</table>")
     cuts = "".join(
         f"<tr><td>{html.escape(c.label)}</td><td>{_ms(c.remote_cpu)}</td><td>{_ms(c.send_cpu)}</td>"
-        f"<td>{_ms(c.receive_cpu)}</td><td>{_ms(c.client_cpu)}</td><td>{human_bytes(c.bytes_per_minibatch)}</td>"
+        f"<td>{_ms(c.service_cpu)} + {_ms(c.dispatcher_cpu)}</td><td>{_ms(c.receive_cpu)}</td><td>{_ms(c.client_cpu)}</td><td>{human_bytes(c.bytes_per_minibatch)}</td>"
         f"<td>{', '.join(f'{v:,.1f} ({n})' for n, v in c.measured.items())}</td></tr>" for c in plan.cuts)
-    cut_table = ("<table style='font-size:12px'><tr><th>cut after</th><th>remote</th><th>send</th><th>receive</th>"
+    cut_table = ("<table style='font-size:12px'><tr><th>cut after</th><th>remote</th><th>send</th>"
+                 "<th>serving + dispatcher</th><th>receive</th>"
                  "<th>client ops</th><th>moved</th><th>served, measured (workers)</th></tr>" + cuts + "</table>"
                  if plan.cuts else "")
     invalid = "".join(f"<li>not after {html.escape(k)}: {html.escape(v)}</li>" for k, v in plan.invalid.items())

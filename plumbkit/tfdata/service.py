@@ -180,6 +180,11 @@ def offloaded(graph_def: GraphDef, element_spec: Any, plan: Distribute, address:
     return graph_edits.dataset_from_graph_def(offloaded_graph(graph_def, plan, address), element_spec)
 
 
+def offloaded_from_request(pipeline: dict[str, Any], plan: Distribute, address: str) -> tf.data.Dataset:
+    """:func:`offloaded` for a pipeline named by :func:`pipeline_request` (its graph as bytes)."""
+    return offloaded(graph_pb2.GraphDef.FromString(pipeline["graph"]), decode_spec(pipeline["spec"]), plan, address)
+
+
 def cached_sample(ds: tf.data.Dataset, elements: int) -> tf.data.Dataset:
     """``elements`` real elements, computed once and repeated: what moving them costs, alone."""
     return ds.take(elements).cache().repeat()
@@ -205,10 +210,23 @@ def _cpu_of(pids: Sequence[int]) -> float:
     return total
 
 
+class _CpuClock:
+    """CPU seconds of this process, the workers and the dispatcher since the clock started."""
+
+    def __init__(self, worker_pids: Sequence[int], dispatcher_pids: Sequence[int]):
+        self.pids = (list(worker_pids), list(dispatcher_pids))
+        self.start = (time.process_time(), _cpu_of(self.pids[0]), _cpu_of(self.pids[1]), time.perf_counter())
+
+    def read(self, elements: int) -> dict[str, float]:
+        cpu, workers, dispatcher, t0 = self.start
+        return {"elements": elements, "wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu,
+                "worker_cpu": _cpu_of(self.pids[0]) - workers, "dispatcher_cpu": _cpu_of(self.pids[1]) - dispatcher}
+
+
 def loop_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
-              worker_pids: Sequence[int] = ()) -> dict[str, float]:
+              worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = ()) -> dict[str, float]:
     """Elements/s of a plain ``next()`` loop (the consumer's loop) after ``warmup`` seconds, with
-    this process's and the workers' CPU seconds over the measured window."""
+    the CPU seconds of this process, the workers and the dispatcher over the measured window."""
     it = iter(ds)
     next(it)
     counter.n += 1
@@ -216,18 +234,16 @@ def loop_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Co
     while time.perf_counter() - start < warmup:
         next(it)
         counter.n += 1
-    n, cpu0, wcpu0, t0 = 0, time.process_time(), _cpu_of(worker_pids), time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    n, clock = 0, _CpuClock(worker_pids, dispatcher_pids)
+    while time.perf_counter() - clock.start[3] < seconds:
         next(it)
         n += 1
         counter.n += 1
-    wall = time.perf_counter() - t0
-    return {"elements": n, "wall": wall, "cpu": time.process_time() - cpu0,
-            "worker_cpu": _cpu_of(worker_pids) - wcpu0}
+    return clock.read(n)
 
 
 def graph_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
-               worker_pids: Sequence[int] = ()) -> dict[str, float]:
+               worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = ()) -> dict[str, float]:
     """Elements/s and CPU of ``ds`` pulled by a TensorFlow loop (no Python per element, so cheap
     operators are not swamped by the consumer's own cost), from one iterator: chunks grow until
     one takes a tenth of a second, run for ``warmup`` s, then for ``seconds`` s, measured."""
@@ -252,13 +268,12 @@ def graph_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: C
     while time.perf_counter() - start < warmup:
         pull(tf.constant(n, tf.int64))
         counter.n += n
-    got, cpu0, wcpu0, t0 = 0, time.process_time(), _cpu_of(worker_pids), time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    got, clock = 0, _CpuClock(worker_pids, dispatcher_pids)
+    while time.perf_counter() - clock.start[3] < seconds:
         pull(tf.constant(n, tf.int64))
         got += n
         counter.n += n
-    return {"elements": got, "wall": time.perf_counter() - t0, "cpu": time.process_time() - cpu0,
-            "worker_cpu": _cpu_of(worker_pids) - wcpu0}
+    return clock.read(got)
 
 
 def collect(ds: tf.data.Dataset, *, limit: int, counter: Counter) -> list[Any]:
@@ -268,6 +283,16 @@ def collect(ds: tf.data.Dataset, *, limit: int, counter: Counter) -> list[Any]:
         out.append(element)
         counter.n += 1
     return out
+
+
+def served_plan(pipeline: dict[str, Any]) -> Distribute:
+    """How a ``served`` request is distributed: under a job name of plumbkit's own unless the
+    request names one (plumbkit's measurements never do: they must not read a user's job)."""
+    service = pipeline["service"]
+    return Distribute(cut=pipeline["cut"], cut_label=pipeline.get("cut_label", ""),
+                      sharding=service.get("sharding", "OFF"),
+                      job_name=service.get("job_name") or measuring_job_name(),
+                      compression=service.get("compression"), prefetch=service.get("prefetch", AUTOTUNE))
 
 
 def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
@@ -287,11 +312,7 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
         return distributed(sample, service["address"], sharding="OFF", job_name=measuring_job_name(),
                            compression=service.get("compression"))
     if what == "served":
-        plan = Distribute(cut=pipeline["cut"], cut_label=pipeline.get("cut_label", ""),
-                          sharding=service.get("sharding", "OFF"),
-                          job_name=service.get("job_name") or measuring_job_name(),
-                          compression=service.get("compression"), prefetch=service.get("prefetch", AUTOTUNE))
-        return offloaded(graph_def, spec, plan, service["address"])
+        return offloaded(graph_def, spec, served_plan(pipeline), service["address"])
     raise ValueError(f"unknown pipeline kind {what!r}")
 
 
@@ -308,13 +329,11 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
         if int(ds.cardinality().numpy()) != tf.data.INFINITE_CARDINALITY:
             ds = ds.repeat()
     kind = request["kind"]
-    pids = request.get("worker_pids", ())
+    pids = dict(worker_pids=request.get("worker_pids", ()), dispatcher_pids=request.get("dispatcher_pids", ()))
     if kind == "loop":
-        return loop_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.5),
-                         counter=counter, worker_pids=pids)
+        return loop_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.5), counter=counter, **pids)
     if kind == "graph":
-        return graph_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.3),
-                          counter=counter, worker_pids=pids)
+        return graph_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.3), counter=counter, **pids)
     if kind == "collect":
         return collect(ds, limit=request.get("limit", 1 << 40), counter=counter)
     raise ValueError(f"unknown request kind {kind!r}")
@@ -326,6 +345,6 @@ def pipeline_request(ds: tf.data.Dataset) -> dict[str, Any]:
 
 
 __all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "collect", "decode_spec",
-           "distributed", "encode_spec", "graph_of", "handle", "loop_rate", "measuring_job_name",
-           "offloaded", "offloaded_graph", "pipeline_request", "python_nodes", "graph_rate",
-           "sub_pipeline", "sub_pipeline_graph"]
+           "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate", "measuring_job_name",
+           "offloaded", "offloaded_from_request", "offloaded_graph", "pipeline_request", "python_nodes",
+           "served_plan", "sub_pipeline", "sub_pipeline_graph"]

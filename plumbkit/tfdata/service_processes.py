@@ -210,30 +210,34 @@ class ServiceCluster:
         if not can_pin():
             self.notes.append("this OS does not let plumbkit pin processes to cores: they share all cores")
         self._processes: list[ServerProcess] = []
+        self._client: MeasuringClient | None = None
         self._finalizer = weakref.finalize(self, _stop_all, self._processes, self._own_dir)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> "ServiceCluster":
         dispatcher_cores, worker_cores = cpu_sets(max(1, self.requested_workers), self.cores, self.client_cores)
-        self.dispatcher = self._start_server("dispatcher", 0, dispatcher_cores, {
-            "port": self.port, "work_dir": self.work_dir, "worker_timeout_ms": self.worker_timeout_ms})
-        for cores in worker_cores[: self.requested_workers]:
-            self.add_worker(cores)
+        self.dispatcher = self._await(self._spawn("dispatcher", 0, dispatcher_cores, {
+            "port": self.port, "work_dir": self.work_dir, "worker_timeout_ms": self.worker_timeout_ms}))
+        self.add_workers(self.requested_workers)
         if self.client_cores is not None and any(
                 c in self.client_cores for w in self.workers for c in (w.cores or ())):
             self.notes.append("not enough cores to keep the client's free: a worker shares them")
+        used = sorted({c for w in self.workers for c in (w.cores or ())})
         if len({tuple(w.cores or ()) for w in self.workers}) < len(self.workers):
-            self.notes.append(f"{len(self.workers)} workers share {len(self.cores)} cores: "
-                              f"throughput per worker is lower than on a worker of its own")
+            self.notes.append(f"{len(self.workers)} workers share core(s) {used}: each gets a share of "
+                              f"them, not a core of its own")
         return self
 
-    def _start_server(self, role: str, index: int, cores: list[int] | None, extra: dict) -> ServerProcess:
+    def _spawn(self, role: str, index: int, cores: list[int] | None, extra: dict) -> ServerProcess:
         log = Path(self._own_dir) / f"{role}-{index}.log"
         args = {"main": "server", "script": str(_HERE / "service_server.py"), "role": role,
                 "cores": cores if can_pin() else None, **extra}
         proc = ServerProcess(role, index, _launch(args, log, stdout=subprocess.PIPE), log,
                              cores if can_pin() else None)
         self._processes.append(proc)
+        return proc
+
+    def _await(self, proc: ServerProcess) -> ServerProcess:
         try:
             info = _read_ready(proc, self.startup_timeout)
         except ServiceError:
@@ -242,21 +246,37 @@ class ServiceCluster:
         proc.address, proc.cores = info["address"], info.get("cores") or proc.cores
         return proc
 
-    def add_worker(self, cores: Sequence[int] | None = None) -> ServerProcess:
-        """Start one more worker (on ``cores``, or the next spare core in turn)."""
+    def add_workers(self, count: int = 1, cores: Sequence[Sequence[int]] | None = None) -> list[ServerProcess]:
+        """Start ``count`` more workers at once (each on the next spare core in turn, or ``cores``)."""
         if self.dispatcher is None:
             raise ServiceError("start the cluster before adding workers")
         if cores is None:
-            _, sets = cpu_sets(len(self.workers) + 1, self.cores, self.client_cores)
-            cores = sets[-1]
+            _, sets = cpu_sets(len(self.workers) + count, self.cores, self.client_cores)
+            cores = sets[len(self.workers):]
         heartbeat = max(50, self.worker_timeout_ms // 4) if self.worker_timeout_ms else None
-        worker = self._start_server("worker", len(self.workers), list(cores), {
+        spawned = [self._spawn("worker", len(self.workers) + i, list(c), {
             "dispatcher": self.dispatcher.address, "heartbeat_interval_ms": heartbeat})
-        self.workers.append(worker)
-        return worker
+            for i, c in enumerate(cores)]
+        for proc in spawned:
+            self.workers.append(self._await(proc))
+        return spawned
+
+    def add_worker(self, cores: Sequence[int] | None = None) -> ServerProcess:
+        """Start one more worker (on ``cores``, or the next spare core in turn)."""
+        return self.add_workers(1, None if cores is None else [cores])[0]
+
+    def client(self) -> "MeasuringClient":
+        """plumbkit's measuring client, pinned to the cores kept for the client (started once,
+        stopped with the cluster)."""
+        if self._client is None:
+            self._client = MeasuringClient(self.client_cores, cluster=self)
+        return self._client
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every process (SIGTERM, then SIGKILL after ``timeout`` s) and remove the temp dir."""
+        if self._client is not None:
+            self._client.__exit__()
+            self._client = None
         _stop_all(self._processes, self._own_dir, timeout)
 
     def __enter__(self) -> "ServiceCluster":
@@ -281,8 +301,12 @@ class ServiceCluster:
     def live_workers(self) -> list[ServerProcess]:
         return [w for w in self.workers if w.alive]
 
-    def cores_per_worker(self) -> int:
-        return len(self.workers[0].cores) if self.workers and self.workers[0].cores else len(self.cores)
+    def cores_per_worker(self) -> float:
+        """Cores each live worker has to itself (workers sharing a core get a share of it)."""
+        live = self.live_workers
+        if not live or not all(w.cores for w in live):
+            return float(len(self.cores)) / max(1, len(live))
+        return len({c for w in live for c in w.cores}) / len(live)
 
     def lost_workers(self) -> list[LostWorker]:
         """The workers plumbkit started that are no longer running, and how they ended."""
@@ -295,6 +319,21 @@ class ServiceCluster:
         if worker.alive:
             worker.popen.send_signal(sig)
             worker.popen.wait(10)
+
+    def watch(self, on_lost: Callable[[LostWorker], None], *, until: Callable[[], bool],
+              interval: float = 0.25) -> None:
+        """Call ``on_lost`` once for every worker that dies, until ``until()`` is true (or the
+        dispatcher itself is gone, which raises ServiceError)."""
+        reported: set[int] = set()
+        while not until():
+            for lost in self.lost_workers():
+                if lost.index not in reported:
+                    reported.add(lost.index)
+                    on_lost(lost)
+            if self.dispatcher is not None and not self.dispatcher.alive:
+                raise ServiceError(f"the dispatcher {_describe_exit(self.dispatcher.popen.poll())}: "
+                                   f"{_log_tail(self.dispatcher.log) or 'no output'}")
+            time.sleep(interval)
 
     def describe(self) -> str:
         lines = [self.dispatcher.describe() if self.dispatcher else "dispatcher: not started"]
@@ -358,7 +397,7 @@ class Watch:
     """How long to wait for elements before calling a run stalled."""
 
     first_within: float = 90.0  # the first element (TF start, registration, workers' warm-up)
-    stall_after: float = 10.0  # no new element for this long, once elements flow
+    stall_after: float | None = 10.0  # no new element for this long, once elements flow
     deadline: float | None = None  # the whole request (for requests that report no progress)
     expected: int | None = None  # elements one pass should give (for the message)
     sharding: str | None = None
