@@ -22,6 +22,7 @@ import tensorflow as tf
 
 import plumbkit
 from plumbkit.bench.examples import planted_work
+from plumbkit.bench.offload import big_and_cheap, two_stage
 from plumbkit.model.service import ServiceStall
 from plumbkit.planning.offload import invalid_cuts
 from plumbkit.tfdata.graph import pipeline_of
@@ -114,28 +115,6 @@ def test_python_functions_stay_on_the_client(cluster):
         served(cluster, ds, "batch(8)", "OFF", client=here)  # what the cut rule prevents
 
 
-def big_and_cheap():
-    ds = tf.data.Dataset.range(10**6).map(lambda x: tf.fill([96, 96, 3], tf.cast(x, tf.float32)))
-    return ds.batch(16)
-
-
-def test_cheap_pipeline_with_big_elements_is_not_offloaded(cluster):
-    plan = plumbkit.offload(big_and_cheap, dispatcher=cluster, seconds=0.5)
-    assert plan.decision == "do not offload", plan
-    assert plan.distribute is None and plan.dataset is None
-    assert plan.measured[0] > 0 and plan.ideal > 0
-    assert "do not offload" in str(plan).lower()
-
-
-def heavy_two_stage():
-    """A costly per-element map and a costly per-batch map after the batch; repeated forever (as
-    training reads it), so the service runs it with sharding OFF."""
-    ds = tf.data.Dataset.range(100_000).repeat()
-    ds = ds.map(lambda x: planted_work(x, 40), num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(32)
-    return ds.map(lambda b: b + planted_work(tf.reduce_sum(tf.cast(b, tf.int64)), 900))
-
-
 @pytest.fixture(scope="module")
 def heavy_plan(cluster):
     if not (can_pin() and CLIENT):
@@ -144,7 +123,7 @@ def heavy_plan(cluster):
         worker.popen.terminate()
         worker.popen.wait(10)
     time.sleep(1.5)  # the dispatcher forgets them (worker_timeout_ms=1000)
-    return plumbkit.offload(heavy_two_stage, dispatcher=cluster, max_workers=1, seconds=1.5, rounds=2)
+    return plumbkit.offload(two_stage, dispatcher=cluster, max_workers=1, seconds=1.5, rounds=2)
 
 
 def test_cpu_heavy_pipeline_is_offloaded_at_the_split(heavy_plan):
@@ -162,6 +141,46 @@ def test_cpu_heavy_pipeline_is_offloaded_at_the_split(heavy_plan):
                                "ds = ds.map(post)\n")
     assert "ds = ds.batch(32).apply(tf.data.experimental.service.distribute(" in code
     assert f"dispatcher = {plan.address!r}" in code
+
+
+def test_a_generator_source_cannot_be_offloaded_and_the_plan_says_why(cluster):
+    def gen():
+        for i in range(10**6):
+            yield i
+    make = lambda: tf.data.Dataset.from_generator(gen, output_signature=tf.TensorSpec([], tf.int64)).batch(8)  # noqa: E731
+    plan = plumbkit.offload(make, dispatcher=cluster, target=1e9, seconds=0.3)
+    assert plan.decision == "cannot offload" and plan.distribute is None
+    assert "runs Python" in plan.reason and "Could not find callback" in plan.reason
+
+
+def test_cheap_pipeline_with_big_elements_is_not_offloaded_as_the_panel_shows(cluster, heavy_plan):
+    from plumbkit.widgets.offload_panel import OffloadPanel
+    panel = OffloadPanel(big_and_cheap, dispatcher=cluster, seconds=0.5, cell_source="x = 1\n")
+    panel.button.click()
+    plan = panel.wait(240)
+    assert plan is not None, panel.message.value
+    assert plan.decision == "do not offload", str(plan)
+    assert plan.distribute is None and plan.dataset is None and plan.measured[0] > 0
+    assert "DO NOT OFFLOAD" in panel.result.value and "<svg" in panel.result.value
+    assert panel.export_button.disabled  # nothing to export
+    cell = ("import tensorflow as tf\n"
+            "ds = tf.data.Dataset.range(100_000).repeat()\n"
+            "ds = ds.map(lambda x: planted_work(x, 40), num_parallel_calls=tf.data.AUTOTUNE)\n"
+            "ds = ds.batch(32)\n"
+            "ds = ds.map(post)\n")
+    panel.plan, panel.cell_source = heavy_plan, cell
+    code = panel.export()
+    assert "ds = ds.batch(32).apply(tf.data.experimental.service.distribute(" in code and code == panel.code.value
+
+
+def test_the_bench_section_reports_predicted_and_measured(heavy_plan):
+    from plumbkit.bench import offload as bench_offload
+    row = bench_offload.summarize("two-stage", heavy_plan, targets=(2 * heavy_plan.local,))
+    assert set(row["points"]) == {"0", "1"} and all(p["measured"] > 0 for p in row["points"].values())
+    assert row["sizing"][0]["target"] == 2 * heavy_plan.local and row["per_cut"]
+    lines = bench_offload.markdown({"layout": "dispatcher\nworker 0", "client_cores": [0], "rows": [row]})
+    text = "\n".join(lines)
+    assert "## Offloading to tf.data service" in text and "| two-stage | offload | batch(32) | 1 |" in text
 
 
 def test_cpu_heavy_offload_measured_speedup_within_25_percent_of_the_prediction(heavy_plan):
@@ -190,7 +209,9 @@ def test_a_lost_worker_is_named_and_never_hangs(cluster):
     stall = caught.value
     assert killed.is_set() and time.monotonic() - start < 60
     assert [w.index for w in stall.lost] == [victim.index]
-    assert 400 <= stall.elements < 4000
+    # At most once: the other worker may deliver everything the lost one had not taken, and the
+    # client still waits at the end of the epoch for the lost worker's task.
+    assert 400 <= stall.elements <= 4000
     message = str(stall)
     assert f"worker {victim.index} (pid {victim.pid}" in message and "killed by SIGKILL" in message
     assert re.search(r"after [\d,]+ of 4,000 arrived", message) and "DYNAMIC" in message

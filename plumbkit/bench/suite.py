@@ -21,6 +21,7 @@ import psutil
 from ..engine import baselines, optimize, pick_best, trace, walk
 from ..engine.measuring import measure
 from ..tfdata.graph import dataset_at, serialized_graph
+from . import offload as offload_bench
 from . import pipelines as bench_pipelines
 from .overhead import overhead as tracing_overhead
 
@@ -236,6 +237,7 @@ def markdown(report: dict) -> str:
         pb = report["pick_best"]
         lines += ["## pick_best (image classification: decode + random crop, fused or not)", "",
                   f"Chosen: **{pb['best']}** — {pb['reason']}", ""]
+    lines += offload_bench.markdown(report.get("offload"))
     lines += [f"![{f}]({f})" for f in report["plots"]]
     return "\n".join(lines) + "\n"
 
@@ -310,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
         best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
         report["pick_best"] = {"best": best, "reason": reason, "measured": plan.measured_throughput,
                                "cache": plan.cache.label}
+    if not quick and (not args.only or "offload" in args.only):
+        report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=rounds, log=log)
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "report.md").write_text(markdown(report))

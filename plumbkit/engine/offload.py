@@ -2,8 +2,9 @@
 
 Measures, in a client process pinned to the client's cores (so TensorFlow sizes its pools for
 them): the consumer's ceiling (``take(1).cache().repeat()``), the local pipeline, and for
-each candidate cut the remote part's CPU, the cost of moving the cut's elements through the
-service, and the pipeline served by the workers running now. The model
+each candidate cut the remote part's CPU (alone), the client part's CPU (alone, on a cached
+sample of the cut's elements), the cost of moving the cut's elements through the service, and
+the pipeline served by the workers running now. The model
 (:mod:`plumbkit.planning.offload`) turns the costs into predicted throughput against worker
 count, picks the cut and sizes the workers; the served and local pipelines are measured again
 side by side to check the prediction. Every number called *measured* was measured here; the
@@ -271,7 +272,7 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
             client_cores: list[int] | None = None, cores_per_worker: float | None = None,
             max_workers: int = 32, bandwidth: float | None = None, sharding: str | None = None,
             job_name: str | None = None, compression: str | None = None, seconds: float = 1.0,
-            rounds: int = 2, max_cuts: int = 4, stall_after: float = 10.0,
+            rounds: int = 2, max_cuts: int = 3, stall_after: float = 10.0,
             on_progress: Progress | None = None) -> OffloadPlan:
     """Decide whether, where and how much to offload ``pipeline`` to tf.data service workers.
 
@@ -380,6 +381,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         visit = _visit_ratio(op.name, stats, cardinalities, pipe)
         progress(f"cut after {op.label}: its remote part alone", step)
         remote = pull("sub", cut=op.name)
+        upper = pull("upper", cut=op.name)
         progress(f"cut after {op.label}: moving its elements", step + 0.2 / len(candidates))
         moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
         progress(f"cut after {op.label}: served by {n_now} worker(s)", step + 0.4 / len(candidates))
@@ -390,13 +392,15 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         send = _per(moved, "worker_cpu") * visit if pids else receive
         remote_cpu = _per(remote, "cpu") * visit
         run = served_runs[op.name]
-        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids else 0.0
+        # Serving elements (OFF) is what moving the sample cost; DYNAMIC adds fetching every
+        # split from the dispatcher, seen only in the served run.
+        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids and mode == "DYNAMIC" else 0.0
         below = {o.name for o in [op] + pipe.descendants(op.name)}
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
             bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu, send_cpu=send,
             receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
-            client_cpu=max(pipeline_cpu - remote_cpu, 0.0), service_cpu=service_cpu,
+            client_cpu=_per(upper, "cpu"), service_cpu=service_cpu,
             dispatcher_cpu=run.dispatcher_cpu,
             remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
             client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),

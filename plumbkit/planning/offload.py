@@ -11,7 +11,8 @@ everything below it on the workers and the rest on the client. Per root minibatc
 - ``service_cpu`` / ``dispatcher_cpu``: what serving adds on the workers and the dispatcher
   (measured in a served run: DYNAMIC sharding fetches every split from the dispatcher, one RPC
   per element of a ``range`` source);
-- ``client_cpu``: client core-seconds for the operators above the cut;
+- ``client_cpu``: client core-seconds for the operators above the cut (run alone on a cached
+  sample of the cut's elements);
 - the consumer's own CPU and its ceiling (``take(1).cache().repeat()``) on the client.
 
 Throughput with ``n`` workers of ``w`` cores and a client of ``c`` cores is the smallest of
@@ -59,7 +60,7 @@ class CutCosts:
     receive_cpu: float
     transfer_rate: float  # minibatches/s one worker moves (cached sample), inf if not measured
     client_cpu: float  # operators above the cut
-    service_cpu: float = 0.0  # what the service adds on the workers when serving (DYNAMIC's splits)
+    service_cpu: float = 0.0  # what DYNAMIC sharding adds on the workers (fetching its splits)
     dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (DYNAMIC hands out splits)
     remote_caps: tuple[float, ...] = ()  # minibatches/s each sequential remote operator allows
     client_caps: tuple[float, ...] = ()

@@ -36,7 +36,7 @@ from .graph_edits import GraphDef, RewriteError
 #: Python-calling ops: their functions live in the client process's registry, so a worker
 #: cannot run them ("Could not find callback with key=pyfunc_0", measured on TF 2.21).
 PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
-#: Prefix of the service's nodes spliced into the user's graph.
+#: Prefix of the nodes spliced into the user's graph in place of the cut's output.
 _SERVICE_PREFIX = "plumbkit_service/"
 
 
@@ -132,47 +132,64 @@ def distributed(remote: tf.data.Dataset, address: str, *, sharding: str = "OFF",
         compression=compression))
 
 
-def offloaded_graph(graph_def: GraphDef, plan: Distribute, address: str) -> GraphDef:
-    """The user's graph with ``plan.cut`` and everything below it served by the tf.data service.
-
-    The distributed dataset is built (and registered with the dispatcher) from the remote part,
-    serialized, and its nodes replace the cut's output in the user's graph; the functions it
-    needs join the graph's library. A client-side prefetch goes at the end unless there is one.
-    """
-    remote = sub_pipeline(graph_def, plan.cut)
-    served = distributed(remote, address, sharding=plan.sharding, job_name=plan.job_name,
-                         compression=plan.compression)
-    service_graph = graph_edits._parse(served._as_serialized_graph())  # noqa: SLF001
+def spliced(graph_def: GraphDef, cut: str, below: tf.data.Dataset, prefix: str = _SERVICE_PREFIX) -> GraphDef:
+    """The user's graph with the output of ``cut`` replaced by the dataset ``below`` (same flat
+    element types): ``below``'s serialized nodes join the graph under ``prefix``, its functions
+    join the library, and what ``cut`` and its inputs alone needed is dropped. The operators
+    above the cut are the user's own nodes, Python functions included."""
+    other = graph_edits._parse(below._as_serialized_graph(  # noqa: SLF001
+        external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE))
     g = graph_edits._copy(graph_def)  # noqa: SLF001
-    service_top = graph_edits.root_name(service_graph)
+    top = graph_edits.root_name(other)
     taken = {n.name for n in g.node}
-    for node in service_graph.node:
+    for node in other.node:
         if node.op == "_Retval":
             continue
         new = g.node.add()
         new.CopyFrom(node)
-        new.name = _SERVICE_PREFIX + node.name
-        assert new.name not in taken, new.name
+        new.name = prefix + node.name
+        if new.name in taken:
+            raise RewriteError(f"cannot splice: the graph already has a node {new.name!r}")
         del new.input[:]
         for spec in node.input:
             control = "^" if spec.startswith("^") else ""
-            new.input.append(control + _SERVICE_PREFIX + spec.lstrip("^"))
+            new.input.append(control + prefix + spec.lstrip("^"))
     have = {f.signature.name for f in g.library.function}
-    for function in service_graph.library.function:
+    for function in other.library.function:
         if function.signature.name not in have:
             g.library.function.add().CopyFrom(function)
     have_grads = {d.function_name for d in g.library.gradient}
-    for gradient in service_graph.library.gradient:
+    for gradient in other.library.gradient:
         if gradient.function_name not in have_grads:
             g.library.gradient.add().CopyFrom(gradient)
-    cut = graph_edits._resolve(g, plan.cut)  # noqa: SLF001
-    graph_edits._redirect(g, cut, _SERVICE_PREFIX + service_top)  # noqa: SLF001
-    g = graph_edits._pruned(g)  # noqa: SLF001
+    graph_edits._redirect(g, graph_edits._resolve(g, cut), prefix + top)  # noqa: SLF001
+    return graph_edits._pruned(g)  # noqa: SLF001
+
+
+def offloaded_graph(graph_def: GraphDef, plan: Distribute, address: str) -> GraphDef:
+    """The user's graph with ``plan.cut`` and everything below it served by the tf.data service.
+
+    The distributed dataset is built (and registered with the dispatcher) from the remote part
+    and spliced in where the cut's output was; a client-side prefetch goes at the end unless
+    the pipeline ends with one.
+    """
+    remote = sub_pipeline(graph_def, plan.cut)
+    served = distributed(remote, address, sharding=plan.sharding, job_name=plan.job_name,
+                         compression=plan.compression)
+    g = spliced(graph_def, plan.cut, served)
     if plan.prefetch is not None:
         root = graph_edits._node(g, graph_edits.root_name(g))  # noqa: SLF001
         if root.op != "PrefetchDataset":
             g, _ = graph_edits.set_prefetch(g, root.name, plan.prefetch)
     return g
+
+
+def client_part(graph_def: GraphDef, element_spec: Any, cut: str, sample: int = 16) -> tf.data.Dataset:
+    """The operators above ``cut`` alone, fed a cached sample of the cut's real elements: what
+    the client spends on them once the workers do the rest (measured without the service)."""
+    below = cached_sample(sub_pipeline(graph_def, cut), sample)
+    return graph_edits.dataset_from_graph_def(spliced(graph_def, cut, below, prefix="plumbkit_sample/"),
+                                              element_spec)
 
 
 def offloaded(graph_def: GraphDef, element_spec: Any, plan: Distribute, address: str) -> tf.data.Dataset:
@@ -306,6 +323,8 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
         return graph_edits.dataset_from_graph_def(graph_def, spec).take(1).cache().repeat()
     if what == "sub":
         return sub_pipeline(graph_def, pipeline["cut"])
+    if what == "upper":
+        return client_part(graph_def, spec, pipeline["cut"], pipeline.get("sample", 16))
     service = pipeline["service"]
     if what == "moved":  # a cached sample of the cut's elements, served by the workers
         sample = cached_sample(sub_pipeline(graph_def, pipeline["cut"]), pipeline.get("sample", 16))
@@ -321,7 +340,7 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
 
     ``pipeline["what"]``: ``full`` (the user's pipeline, local), ``ideal``
     (``take(1).cache().repeat()``: the consumer's ceiling), ``sub`` (the part up to the cut,
-    local), ``moved`` (a cached sample of the cut's elements served by the workers: the cost of
+    local), ``upper`` (the part above the cut, fed a cached sample of the cut's elements), ``moved`` (a cached sample of the cut's elements served by the workers: the cost of
     moving them), ``served`` (the pipeline cut and served).
     """
     ds = build(request["pipeline"])
@@ -345,6 +364,6 @@ def pipeline_request(ds: tf.data.Dataset) -> dict[str, Any]:
 
 
 __all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "collect", "decode_spec",
-           "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate", "measuring_job_name",
+           "client_part", "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate", "measuring_job_name",
            "offloaded", "offloaded_from_request", "offloaded_graph", "pipeline_request", "python_nodes",
-           "served_plan", "sub_pipeline", "sub_pipeline_graph"]
+           "served_plan", "spliced", "sub_pipeline", "sub_pipeline_graph"]

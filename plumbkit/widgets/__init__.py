@@ -7,6 +7,7 @@ from typing import Any, MutableMapping
 import ipywidgets as w
 
 from .live import LiveTraceWidget
+from .offload_panel import OffloadPanel
 from .optimize_panel import OptimizePanel
 from .stepping import SteppingWidget
 
@@ -22,8 +23,9 @@ class PlumbWidget(w.Tab):
         self.stepping = SteppingWidget(pipeline, namespace=namespace, seconds=step_seconds)
         self.optimize = OptimizePanel(pipeline, cell_source=cell_source, seconds=max(2.0, min(5.0, seconds / 2)),
                                       cores=cores, memory_budget=memory_budget)
-        super().__init__(children=[self.live, self.stepping, self.optimize])
-        for i, title in enumerate(("Trace (live)", "Step", "Optimize")):
+        self.offload = OffloadPanel(pipeline, cell_source=cell_source, seconds=max(0.5, min(1.5, seconds / 6)))
+        super().__init__(children=[self.live, self.stepping, self.optimize, self.offload])
+        for i, title in enumerate(("Trace (live)", "Step", "Optimize", "Offload")):
             self.set_title(i, title)
 
     @property
@@ -37,4 +39,4 @@ class PlumbWidget(w.Tab):
         self.live._repr_pretty_(printer, cycle)
 
 
-__all__ = ["PlumbWidget", "LiveTraceWidget", "SteppingWidget", "OptimizePanel"]
+__all__ = ["PlumbWidget", "LiveTraceWidget", "OffloadPanel", "SteppingWidget", "OptimizePanel"]
