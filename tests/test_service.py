@@ -120,8 +120,7 @@ def heavy_plan(cluster):
     if not (can_pin() and CLIENT):
         pytest.skip("needs two cores to pin the client and a worker apart")
     for worker in cluster.live_workers[1:]:  # one worker on core 1, the client alone on core 0
-        worker.popen.terminate()
-        worker.popen.wait(10)
+        cluster.retire_worker(worker.index)
     time.sleep(1.5)  # the dispatcher forgets them (worker_timeout_ms=1000)
     return plumbkit.offload(two_stage, dispatcher=cluster, max_workers=1, seconds=1.5, rounds=2)
 
@@ -167,7 +166,7 @@ def test_cheap_pipeline_with_big_elements_is_not_offloaded_as_the_panel_shows(cl
             "ds = tf.data.Dataset.range(100_000).repeat()\n"
             "ds = ds.map(lambda x: planted_work(x, 40), num_parallel_calls=tf.data.AUTOTUNE)\n"
             "ds = ds.batch(32)\n"
-            "ds = ds.map(post)\n")
+            "ds = ds.map(lambda b: b + planted_work(tf.reduce_sum(tf.cast(b, tf.int64)), 900))\n")
     panel.plan, panel.cell_source = heavy_plan, cell
     code = panel.export()
     assert "ds = ds.batch(32).apply(tf.data.experimental.service.distribute(" in code and code == panel.code.value

@@ -53,15 +53,21 @@ class Run:
     client_utilization: float  # client cores busy / client cores
     worker_utilization: float  # workers' cores busy / workers' cores (0: not measured)
     dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (0: not ours)
+    least_client_cpu: float = 0.0  # client CPU per minibatch in the least disturbed slice
+    least_worker_cpu: float = 0.0  # workers' + dispatcher's per minibatch (whole window: 10 ms ticks)
 
     @classmethod
-    def of(cls, workers: int, result: dict[str, float], client_cores: float, worker_cores: float) -> "Run":
+    def of(cls, workers: int, result: dict[str, Any], client_cores: float, worker_cores: float) -> "Run":
         n = max(result["elements"], 1)
         wall = max(result["wall"], 1e-12)
+        slices = [s for s in result.get("slices", ()) if s["elements"] > 0] or [result]
         return cls(workers, result["elements"] / wall, result["cpu"] / n, result["worker_cpu"] / n,
                    result["cpu"] / wall / max(client_cores, 1e-12),
                    result["worker_cpu"] / wall / max(worker_cores, 1e-12) if worker_cores else 0.0,
-                   result.get("dispatcher_cpu", 0.0) / n)
+                   result.get("dispatcher_cpu", 0.0) / n,
+                   min(s["cpu"] / s["elements"] for s in slices),
+                   # other processes' CPU comes in 10 ms ticks: whole windows only
+                   (result["worker_cpu"] + result.get("dispatcher_cpu", 0.0)) / n)
 
 
 @dataclass
@@ -142,19 +148,18 @@ class OffloadPlan:
     @property
     def measured_cpu_speedup(self) -> float | None:
         """The speed-up dedicated cores would give, from the CPU each side *measured* it spent
-        per minibatch in the served runs (client on its cores, workers on theirs) against the
-        local runs: unlike throughput, CPU per minibatch barely moves when neighbours take
-        cores away, so this checks the model's costs on a busy machine too."""
+        per minibatch in the served runs (client on its cores, workers and dispatcher on theirs)
+        against the local runs, in their least disturbed slices: CPU per minibatch moves far
+        less than throughput when neighbours take cores away, so this checks the model's costs
+        on a busy machine too (the dispatcher shares the workers' cores here)."""
         n = self.workers_available
         served, local = self.runs.get(n), self.runs.get(0)
         if self.distribute is None or not served or not local or not all(r.worker_cpu for r in served):
             return None
         s = self.setting
-        client = statistics.median(r.client_cpu for r in served) / s.client_cores
-        shared = s.dispatcher_cores is None
-        workers = statistics.median(r.worker_cpu + (r.dispatcher_cpu if shared else 0.0) for r in served) / (
-            n * s.cores_per_worker)
-        local_cpu = statistics.median(r.client_cpu for r in local) / s.client_cores
+        client = min(r.least_client_cpu for r in served) / s.client_cores
+        workers = min(r.least_worker_cpu for r in served) / (n * s.cores_per_worker)
+        local_cpu = min(r.least_client_cpu for r in local) / s.client_cores
         return local_cpu / max(client, workers, 1e-12)
 
     @property
@@ -223,8 +228,26 @@ def _rate(result: dict[str, float]) -> float:
     return result["elements"] / max(result["wall"], 1e-12)
 
 
-def _per(result: dict[str, float], key: str) -> float:
+def _per(result: dict[str, Any], key: str) -> float:
+    """``key`` per element over the whole window."""
     return result[key] / max(result["elements"], 1)
+
+
+def _best_rate(result: dict[str, Any]) -> float:
+    """Elements/s in the least disturbed slice of the window (a ceiling: neighbours only lower it)."""
+    slices = [s for s in result.get("slices", ()) if s["elements"] > 0 and s["wall"] > 0]
+    if len(slices) < 2:
+        return _rate(result)
+    return max(s["elements"] / s["wall"] for s in slices)
+
+
+def _least(result: dict[str, Any], key: str) -> float:
+    """``key`` per element in the least disturbed slice of the window (a cost: neighbours on a
+    busy machine only add to it); the whole window when it had no full slice."""
+    slices = [s for s in result.get("slices", ()) if s["elements"] > 0]
+    if len(slices) < 2:
+        return _per(result, key)
+    return min(s[key] / s["elements"] for s in slices)
 
 
 def _infinite_below(pipeline: Pipeline, node: str, cardinalities: dict[str, int]) -> bool:
@@ -354,8 +377,8 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         else:
             cores_per_worker = 1.0
             notes.append("cores per worker not given: assumed 1")
-    local_cpu = _per(local, "cpu")
-    consumer_cpu = min(_per(ideal, "cpu"), local_cpu)
+    local_cpu = _least(local, "cpu")
+    consumer_cpu = min(_least(ideal, "cpu"), local_cpu)
     stats = {o.name: o for o in traced.ops}
     shares = {o.name: o.cpu_share for o in traced.ops}
     share_total = sum(shares.values()) or 1.0
@@ -364,10 +387,10 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     sequential = [o.name for o in traced.ops if o.name in pipe.operators and o.sequential
                   and pipe[o.name].kind not in ("prefetch",)]
     volume = {o.name: (o.visit_ratio or 0) * (o.bytes_per_element or 0) for o in traced.ops}
-    setting = model.Setting(consumer_ceiling=_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
+    setting = model.Setting(consumer_ceiling=_best_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
                             local_cpu=local_cpu, client_cores=client_cores, cores_per_worker=cores_per_worker,
                             bandwidth=bandwidth, local_caps=model.sequential_caps(op_cost, sequential))
-    invalid = model.invalid_cuts(pipe, python)
+    invalid = {**model.invalid_cuts(pipe, python), **model.unhelpful_cuts(pipe, python, shares)}
     goal = target if target is not None else setting.consumer_ceiling
     source = "yours" if target is not None else "consumer ceiling (measured)"
     candidates = ([] if setting.local * model.SPEEDUP_THRESHOLD >= goal else
@@ -386,11 +409,12 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
         progress(f"cut after {op.label}: served by {n_now} worker(s)", step + 0.4 / len(candidates))
         mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
-        served_runs[op.name] = Run.of(n_now, loop("served", cut=op.name, cut_label=op.label, service={
-            "address": service.address, "sharding": mode, "compression": compression}), client_cores, worker_cores)
-        receive = _per(moved, "cpu") * visit
-        send = _per(moved, "worker_cpu") * visit if pids else receive
-        remote_cpu = _per(remote, "cpu") * visit
+        served_raw = loop("served", cut=op.name, cut_label=op.label, service={
+            "address": service.address, "sharding": mode, "compression": compression})
+        served_runs[op.name] = Run.of(n_now, served_raw, client_cores, worker_cores)
+        receive = _least(moved, "cpu") * visit
+        send = _per(moved, "worker_cpu") * visit if pids else receive  # other processes' CPU: 10 ms ticks
+        remote_cpu = _least(remote, "cpu") * visit
         run = served_runs[op.name]
         # Serving elements (OFF) is what moving the sample cost; DYNAMIC adds fetching every
         # split from the dispatcher, seen only in the served run.
@@ -399,8 +423,8 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
             bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu, send_cpu=send,
-            receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
-            client_cpu=_per(upper, "cpu"), service_cpu=service_cpu,
+            receive_cpu=receive, transfer_rate=_best_rate(moved) / max(visit, 1e-12),
+            client_cpu=_least(upper, "cpu"), service_cpu=service_cpu,
             dispatcher_cpu=run.dispatcher_cpu,
             remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
             client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),

@@ -80,9 +80,12 @@ def rewrite_source(source: str, plan: Distribute, *, root_label: str, address: s
     if above is not None and above.func.attr == "apply" and "distribute" in ast.unparse(above):
         return source  # already served at this cut
     edits: list[tuple[int, str]] = [(cut.end, distribute_call(plan, tf_alias=alias, service=parameter))]
-    root = find_site(tree, masked, root_label)
-    root_parent = parents.get(id(root.call))
-    if plan.prefetch is not None and root.call.func.attr != "prefetch" and not (
+    try:
+        root = find_site(tree, masked, root_label)
+    except CodegenError:
+        root = None  # the last call is not in this cell: no client-side prefetch written
+    root_parent = parents.get(id(root.call)) if root is not None else None
+    if plan.prefetch is not None and root is not None and root.call.func.attr != "prefetch" and not (
             root_parent is not None and root_parent.func.attr == "prefetch"):
         value = f"{alias}.data.AUTOTUNE" if plan.prefetch == -1 else str(int(plan.prefetch))
         edits.append((root.end, f".prefetch({value})"))

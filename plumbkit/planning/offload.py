@@ -187,7 +187,7 @@ def decide(s: Setting, cuts: Sequence[CutCosts], *, target: float | None = None,
                         f"the cost of moving elements", goal)
     if not cuts:
         why = "; ".join(f"{label}: {reason}" for label, reason in (invalid or {}).items())
-        return Decision("cannot offload", f"no operator can run on a worker ({why or 'no candidate cut'})", goal)
+        return Decision("cannot offload", f"no cut moves work a worker can do ({why or 'no candidate cut'})", goal)
     reach = {c.node: workers_needed(s, c, goal, max_workers) for c in cuts}
     reaching = [c for c in cuts if reach[c.node] is not None]
     if reaching:
@@ -260,11 +260,8 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     ops = chain(pipeline)
     valid = [op for op in ops if op.label not in bad and op.kind not in _BUFFER_KINDS]
 
-    def remote_share(op: Operator) -> float:
-        return sum(share.get(o.name, 0.0) for o in [op] + pipeline.descendants(op.name))
-
     if share:
-        valid = [op for op in valid if remote_share(op) >= MIN_REMOTE_SHARE] or valid[:1]
+        valid = [op for op in valid if remote_share(pipeline, op, share) >= MIN_REMOTE_SHARE]
     if not valid:
         return []
     picked: list[Operator] = [valid[0]]
@@ -286,11 +283,30 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     return [op for op in ops if op.name in names]
 
 
+def remote_share(pipeline: Pipeline, op: Operator, cpu_share: Mapping[str, float]) -> float:
+    """Share of the pipeline's CPU a cut at ``op`` would move to the workers."""
+    return sum(cpu_share.get(o.name, 0.0) for o in [op] + pipeline.descendants(op.name))
+
+
+def unhelpful_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str],
+                   cpu_share: Mapping[str, float]) -> dict[str, str]:
+    """Cuts that could run on a worker but would move almost no work there (label -> why)."""
+    bad = invalid_cuts(pipeline, python_nodes)
+    out = {}
+    for op in chain(pipeline):
+        if op.label in bad or op.kind in _BUFFER_KINDS:
+            continue
+        share = remote_share(pipeline, op, cpu_share)
+        if share < MIN_REMOTE_SHARE:
+            out[op.label] = f"would move only {share:.0%} of the pipeline's CPU to the workers"
+    return out
+
+
 def sequential_caps(costs: Mapping[str, float], sequential: Iterable[str]) -> tuple[float, ...]:
     """Minibatches/s each sequential operator allows on one core: 1 / its CPU per minibatch."""
     return tuple(1.0 / costs[n] for n in sequential if costs.get(n, 0.0) > 0)
 
 
 __all__ = ["CutCosts", "Decision", "MEETS", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts", "chain",
-           "curve", "decide", "invalid_cuts", "plateau", "predict", "predict_local", "sequential_caps", "terms",
-           "workers_needed"]
+           "curve", "decide", "invalid_cuts", "plateau", "predict", "predict_local", "remote_share", "sequential_caps",
+           "terms", "unhelpful_cuts", "workers_needed"]

@@ -138,6 +138,7 @@ class ServerProcess:
     log: Path
     cores: list[int] | None
     address: str = ""
+    retired: bool = False  # stopped on purpose, not lost
 
     @property
     def pid(self) -> int:
@@ -309,9 +310,22 @@ class ServiceCluster:
         return len({c for w in live for c in w.cores}) / len(live)
 
     def lost_workers(self) -> list[LostWorker]:
-        """The workers plumbkit started that are no longer running, and how they ended."""
+        """The workers plumbkit started that are no longer running (and were not retired), and how
+        they ended."""
         return [LostWorker(w.index, w.pid, w.address, _describe_exit(w.popen.poll()))
-                for w in self.workers if not w.alive]
+                for w in self.workers if not w.alive and not w.retired]
+
+    def retire_worker(self, index: int, timeout: float = 10.0) -> None:
+        """Stop worker ``index`` on purpose (SIGTERM): it is not reported as lost."""
+        worker = self.workers[index]
+        worker.retired = True
+        if worker.alive:
+            worker.popen.terminate()
+            try:
+                worker.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                worker.popen.kill()
+                worker.popen.wait(5)
 
     def kill_worker(self, index: int, sig: int = signal.SIGKILL) -> None:
         """Kill worker ``index`` abruptly (to see what a lost worker does to a job)."""
