@@ -172,3 +172,16 @@ def test_export_at_top_level_defines_the_dispatcher_variable():
     assert lines[2] == ("ds = tf.data.Dataset.range(10).map(f).batch(2).apply(tf.data.experimental.service."
                         "distribute(processing_mode=tf.data.experimental.service.ShardingPolicy.OFF, "
                         "service=dispatcher, compression=None)).prefetch(1)")
+
+
+def test_a_stall_names_the_lost_worker_or_says_it_cannot():
+    from plumbkit.model.service import LostWorker
+    from plumbkit.tfdata.service_processes import Watch, _stall
+    lost = [LostWorker(1, 4242, "127.0.0.1:5001", "killed by SIGKILL")]
+    ours = _stall(3996, 10.2, lost, Watch(expected=4000, sharding="DYNAMIC"), True)
+    assert ours.elements == 3996 and ours.lost == tuple(lost)
+    assert str(ours).startswith("the tf.data service stalled: no element for 10 s after 3,996 of 4,000 arrived; "
+                                "lost worker 1 (pid 4242, 127.0.0.1:5001) killed by SIGKILL.")
+    assert "waits at the end of the epoch for the lost worker's task" in str(ours)
+    theirs = _stall(12, 10.0, [], Watch(), False)
+    assert "plumbkit did not start these workers, so it cannot tell which" in str(theirs)

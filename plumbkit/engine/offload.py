@@ -300,6 +300,7 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
     """Decide whether, where and how much to offload ``pipeline`` to tf.data service workers.
 
     ``target``: minibatches/s the consumer needs (default: its measured ceiling).
+    ``max_workers``: the most workers to size for (the cut is chosen for what they can reach).
     ``dispatcher``: a :class:`ServiceCluster` plumbkit started (it then knows the workers'
     cores and processes), an address ``grpc://host:port`` (then say ``workers`` and
     ``cores_per_worker``), or None (a one-worker cluster on this machine, for measuring only).
@@ -307,18 +308,28 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
     reserved client cores). ``bandwidth``: bytes/s between workers and client when it is not
     this machine's loopback. ``sharding``: "OFF" or "DYNAMIC" (default: DYNAMIC when the
     remote part is finite, so each element is seen once per epoch; OFF when it repeats forever).
+    ``seconds`` per measurement; ``rounds`` more runs of local and served, interleaved, to check
+    the chosen cut; ``max_cuts`` candidate cuts measured; ``stall_after`` seconds without an
+    element before a run through the service counts as stalled (:class:`ServiceStall`).
     """
     progress = on_progress or _quiet
     ds = resolve_pipeline(pipeline)
+    if sharding is not None and sharding not in ("OFF", "DYNAMIC"):
+        raise ValueError(f"sharding must be 'OFF' or 'DYNAMIC', not {sharding!r}")
     with MEASURING:
-        progress("reading and tracing the pipeline", 0.0)
-        pipe = pipeline_of(ds)
-        cardinalities = static_cardinalities(ds, pipe)
-        graph = graph_of(ds)
-        graph_bytes, spec_bytes = graph.SerializeToString(), encode_spec(ds.element_spec)
-        python = python_nodes(graph)
-        traced = measure(ds, seconds=max(1.0, 1.5 * seconds))
+        progress("reaching the tf.data service", 0.0)
         service = _Service(dispatcher, client_cores)
+        try:
+            progress("reading and tracing the pipeline", 0.02)
+            pipe = pipeline_of(ds)
+            cardinalities = static_cardinalities(ds, pipe)
+            graph = graph_of(ds)
+            graph_bytes, spec_bytes = graph.SerializeToString(), encode_spec(ds.element_spec)
+            python = python_nodes(graph)
+            traced = measure(ds, seconds=max(1.0, 1.5 * seconds))
+        except BaseException:
+            service.close()
+            raise
         notes: list[str] = list(service.cluster.notes) if service.cluster is not None else []
         if client_cores is None and service.cluster is not None:
             client_cores = service.cluster.client_cores
