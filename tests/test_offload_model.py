@@ -176,7 +176,7 @@ def test_export_at_top_level_defines_the_dispatcher_variable():
 
 def test_a_stall_names_the_lost_worker_or_says_it_cannot():
     from plumbkit.model.service import LostWorker
-    from plumbkit.tfdata.service_processes import Watch, _stall
+    from plumbkit.tfdata.service_client import Watch, _stall
     lost = [LostWorker(1, 4242, "127.0.0.1:5001", "killed by SIGKILL")]
     ours = _stall(3996, 10.2, lost, Watch(expected=4000, sharding="DYNAMIC"), True)
     assert ours.elements == 3996 and ours.lost == tuple(lost)

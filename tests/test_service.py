@@ -27,7 +27,8 @@ from plumbkit.model.service import ServiceStall
 from plumbkit.planning.offload import invalid_cuts
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.service import graph_of, pipeline_request, python_nodes
-from plumbkit.tfdata.service_processes import InProcessClient, ServiceCluster, Watch, can_pin, usable_cores
+from plumbkit.tfdata.service_client import InProcessClient, Watch, shared_client
+from plumbkit.tfdata.service_processes import ServiceCluster, can_pin, usable_cores
 
 CLIENT = usable_cores()[:1] if len(usable_cores()) > 1 else None
 
@@ -48,7 +49,7 @@ def served(cluster, ds, cut_label, sharding, watch=None, on_progress=None, clien
     measuring client (never in this process, so nothing here can hang)."""
     request = {"kind": "collect", "pipeline": {**pipeline_request(ds), "what": "served", "cut": _node(ds, cut_label),
                                                "service": {"address": cluster.address, "sharding": sharding}}}
-    return (client or cluster.client()).call(request, watch or Watch(stall_after=10), on_progress=on_progress)
+    return (client or shared_client(cluster)).call(request, watch or Watch(stall_after=10), on_progress=on_progress)
 
 
 def pairs():
@@ -63,7 +64,7 @@ def test_servers_are_separate_pinned_processes_on_loopback(cluster):
     assert all(w.address.startswith("127.0.0.1:") for w in cluster.workers)
     if can_pin() and CLIENT:
         assert os.sched_getaffinity(cluster.workers[0].pid) == {usable_cores()[1]}
-        client = cluster.client()
+        client = shared_client(cluster)
         client.call({"kind": "collect", "pipeline": {**pipeline_request(tf.data.Dataset.range(1)), "what": "full"}})
         assert os.sched_getaffinity(client.pid) == set(CLIENT)
     assert Path(cluster.work_dir).is_dir() and any(Path(cluster.work_dir).iterdir())  # the journal

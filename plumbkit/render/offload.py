@@ -73,7 +73,8 @@ def curve_svg(plan: "OffloadPlan", *, width: int = 360, height: int = 170) -> st
     parts.append(f'<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="{line}"/>')
     for x, y in measured:
         px, py = xy(x, y)
-        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="#d62728"><title>measured {y:.1f}</title></circle>')
+        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="#d62728">'
+                     f'<title>measured {y:.1f}</title></circle>')
     parts.append(f'<text x="{pad_l + 6}" y="20" fill="#1f77b4">predicted</text>'
                  f'<text x="{pad_l + 70}" y="20" fill="#d62728">measured</text></svg>')
     return "".join(parts)
@@ -99,7 +100,8 @@ def offload_html(plan: "OffloadPlan") -> str:
              f"<th>bound</th></tr>{rows}</table>")
     cuts = "".join(
         f"<tr><td>{html.escape(c.label)}</td><td>{_ms(c.remote_cpu)}</td><td>{_ms(c.send_cpu)}</td>"
-        f"<td>{_ms(c.service_cpu)} + {_ms(c.dispatcher_cpu)}</td><td>{_ms(c.receive_cpu)}</td><td>{_ms(c.client_cpu)}</td><td>{human_bytes(c.bytes_per_minibatch)}</td>"
+        f"<td>{_ms(c.service_cpu)} + {_ms(c.dispatcher_cpu)}</td><td>{_ms(c.receive_cpu)}</td>"
+        f"<td>{_ms(c.client_cpu)}</td><td>{human_bytes(c.bytes_per_minibatch)}</td>"
         f"<td>{', '.join(f'{v:,.1f} ({n})' for n, v in c.measured.items())}</td></tr>" for c in plan.cuts)
     cut_table = ("<table style='font-size:12px'><tr><th>cut after</th><th>remote</th><th>send</th>"
                  "<th>serving + dispatcher</th><th>receive</th>"

@@ -369,10 +369,11 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
 def handle(request: dict[str, Any], counter: Counter) -> Any:
     """Run one measuring request: ``{"kind": "loop" | "graph" | "collect", "pipeline": {...}}``.
 
-    ``pipeline["what"]``: ``full`` (the user's pipeline, local), ``ideal``
-    (``take(1).cache().repeat()``: the consumer's ceiling), ``sub`` (the part up to the cut,
-    local), ``upper`` (the part above the cut, fed a cached sample of the cut's elements), ``moved`` (a cached sample of the cut's elements served by the workers: the cost of
-    moving them), ``served`` (the pipeline cut and served).
+    ``pipeline["what"]``: ``full`` (the user's pipeline, local); ``ideal``
+    (``take(1).cache().repeat()``: the consumer's ceiling); ``sub`` (the part up to the cut,
+    local); ``upper`` (the part above the cut, fed a cached sample of the cut's elements);
+    ``moved`` (a cached sample of the cut's elements served by the workers: the cost of moving
+    them); ``served`` (the pipeline cut and served).
     """
     ds = build(request["pipeline"])
     if request.get("repeat"):
@@ -394,7 +395,7 @@ def pipeline_request(ds: tf.data.Dataset) -> dict[str, Any]:
     return {"graph": graph_of(ds).SerializeToString(), "spec": encode_spec(ds.element_spec)}
 
 
-__all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "collect", "decode_spec",
-           "client_part", "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate", "measuring_job_name",
-           "offloaded", "offloaded_from_request", "offloaded_graph", "pipeline_request", "python_nodes",
-           "served_plan", "spliced", "sub_pipeline", "sub_pipeline_graph"]
+__all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "client_part", "collect",
+           "decode_spec", "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate",
+           "measuring_job_name", "offloaded", "offloaded_from_request", "offloaded_graph", "pipeline_request",
+           "python_nodes", "served_plan", "spliced", "sub_pipeline", "sub_pipeline_graph"]

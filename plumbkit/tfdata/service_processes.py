@@ -1,16 +1,11 @@
-"""tf.data service processes on this machine: a dispatcher, workers, and a measuring client.
+"""tf.data service processes on this machine: a dispatcher and workers, each its own process.
 
 Every process is started by a small boot snippet that pins it to its CPU set *before*
 TensorFlow is imported (so TensorFlow sizes its thread pools for those cores), on loopback
 addresses (127.0.0.1). :class:`ServiceCluster` runs a ``DispatchServer`` (with a ``work_dir``
-for its journal) and ``WorkerServer`` s, each its own process (:mod:`.service_server`), knows
-which worker died and how, and stops them all (also at interpreter exit).
-:class:`MeasuringClient` runs plumbkit's measurements (:func:`plumbkit.tfdata.service.handle`)
-in a client process pinned to its own cores; it watches the elements arriving and, when they
-stop (a lost worker: TF 2.21 waits at the end of a DYNAMIC epoch for the dead worker's task),
-kills the client and raises :class:`~plumbkit.model.service.ServiceStall` naming the lost
-worker and the elements received, instead of hanging. :class:`InProcessClient` does the same
-in this process, for pipelines whose Python functions only live here.
+for its journal) and ``WorkerServer`` s (:mod:`.service_server`), knows which worker died and
+how, and stops them all (also at interpreter exit). The same boot starts plumbkit's measuring
+client (:mod:`.service_client`) on the cores the cluster keeps for the client.
 
 Note: TensorFlow 2.21's gRPC servers listen on all interfaces (``*:port``; no option narrows
 it); plumbkit advertises and connects to 127.0.0.1 only.
@@ -20,24 +15,20 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import select
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import traceback
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..model.service import LostWorker, ServiceError, ServiceStall
+from ..model.service import LostWorker, ServiceError
 
 _HERE = Path(__file__).resolve().parent
 _PACKAGE_PARENT = str(_HERE.parents[1])
@@ -63,7 +54,7 @@ else:
     package = types.ModuleType("plumbkit")
     package.__path__ = [os.path.join(args["package_parent"], "plumbkit")]
     sys.modules["plumbkit"] = package
-    from plumbkit.tfdata.service_processes import client_main
+    from plumbkit.tfdata.service_client import client_main
     client_main(args)
 """
 #: Seconds a server or the client may take to start (TensorFlow's import included).
@@ -89,9 +80,15 @@ def cpu_sets(workers: int, cores: Sequence[int], client_cores: Sequence[int] | N
     return [spare[0]], per_worker
 
 
+def package_parent() -> str:
+    """The folder holding the ``plumbkit`` package (what child processes put on their path)."""
+    return _PACKAGE_PARENT
+
+
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_PARENT] + rest)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
 
@@ -211,7 +208,7 @@ class ServiceCluster:
         if not can_pin():
             self.notes.append("this OS does not let plumbkit pin processes to cores: they share all cores")
         self._processes: list[ServerProcess] = []
-        self._client: MeasuringClient | None = None
+        self._on_stop: list[Callable[[], None]] = []
         self._finalizer = weakref.finalize(self, _stop_all, self._processes, self._own_dir)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -266,18 +263,14 @@ class ServiceCluster:
         """Start one more worker (on ``cores``, or the next spare core in turn)."""
         return self.add_workers(1, None if cores is None else [cores])[0]
 
-    def client(self) -> "MeasuringClient":
-        """plumbkit's measuring client, pinned to the cores kept for the client (started once,
-        stopped with the cluster)."""
-        if self._client is None:
-            self._client = MeasuringClient(self.client_cores, cluster=self)
-        return self._client
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the cluster stops (before its processes end)."""
+        self._on_stop.append(callback)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every process (SIGTERM, then SIGKILL after ``timeout`` s) and remove the temp dir."""
-        if self._client is not None:
-            self._client.__exit__()
-            self._client = None
+        while self._on_stop:
+            self._on_stop.pop()()
         _stop_all(self._processes, self._own_dir, timeout)
 
     def __enter__(self) -> "ServiceCluster":
@@ -375,280 +368,4 @@ def _stop_all(processes: list[ServerProcess], own_dir: str, timeout: float = 5.0
     shutil.rmtree(own_dir, ignore_errors=True)
 
 
-# -- the measuring client ---------------------------------------------------------------------
-
-def _send(fd: int, obj: Any) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    view = memoryview(struct.pack("!Q", len(data)) + data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _read_exactly(fd: int, size: int) -> bytes:
-    parts, left = [], size
-    while left:
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the other end closed the pipe")
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
-
-
-def _recv(fd: int, timeout: float | None) -> Any:
-    """The next frame, or None if none started within ``timeout`` s (a started frame is read whole)."""
-    if timeout is not None:
-        ready, _, _ = select.select([fd], [], [], timeout)
-        if not ready:
-            return None
-    (size,) = struct.unpack("!Q", _read_exactly(fd, 8))
-    return pickle.loads(_read_exactly(fd, size))
-
-
-@dataclass
-class Watch:
-    """How long to wait for elements before calling a run stalled."""
-
-    first_within: float = 90.0  # the first element (TF start, registration, workers' warm-up)
-    stall_after: float | None = 10.0  # no new element for this long, once elements flow
-    deadline: float | None = None  # the whole request (for requests that report no progress)
-    expected: int | None = None  # elements one pass should give (for the message)
-    sharding: str | None = None
-
-
-def _stall(elements: int, waited: float, lost: list[LostWorker], watch: Watch, started_workers: bool) -> ServiceStall:
-    if lost:
-        who = "; ".join(str(w) for w in lost)
-        why = f"lost {who}"
-    elif started_workers:
-        why = "no worker plumbkit started has died"
-    else:
-        why = "a worker may have been lost (plumbkit did not start these workers, so it cannot tell which)"
-    of = f" of {watch.expected:,}" if watch.expected else ""
-    message = (f"the tf.data service stalled: no element for {waited:.0f} s after {elements:,}{of} "
-               f"arrived; {why}.")
-    if lost and watch.sharding == "DYNAMIC":
-        message += (" With DYNAMIC sharding the client then waits at the end of the epoch for the lost "
-                    "worker's task (TF 2.21 does not hand it to another worker): at most once, not "
-                    "exactly once, for this epoch.")
-    message += " plumbkit stopped its measuring client instead of waiting."
-    return ServiceStall(message, elements=elements, lost=tuple(lost), expected=watch.expected, waited=waited)
-
-
-class MeasuringClient:
-    """A client process pinned to ``cores`` that runs plumbkit's measurements, and never hangs.
-
-    It starts on first use and is restarted after a stall. ``cluster`` (if plumbkit started the
-    service) lets a stall name the lost worker.
-    """
-
-    def __init__(self, cores: Sequence[int] | None = None, *, cluster: ServiceCluster | None = None,
-                 startup_timeout: float = STARTUP_SECONDS):
-        self.cores = list(cores) if cores is not None else None
-        self.cluster, self.startup_timeout = cluster, startup_timeout
-        self._popen: subprocess.Popen | None = None
-        self._dir = tempfile.mkdtemp(prefix="plumbkit-client-")
-        self._log = Path(self._dir) / "client.log"
-        self._to = self._from = -1
-        self._finalizer = weakref.finalize(self, _close_client, [None], self._dir)
-
-    @property
-    def pid(self) -> int | None:
-        return self._popen.pid if self._popen is not None else None
-
-    def _start(self) -> None:
-        req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
-        args = {"main": "client", "cores": self.cores if can_pin() else None, "requests": req_r,
-                "responses": resp_w, "package_parent": _PACKAGE_PARENT}
-        self._popen = _launch(args, self._log, pass_fds=(req_r, resp_w), stdout=subprocess.DEVNULL)
-        os.close(req_r)
-        os.close(resp_w)
-        self._to, self._from = req_w, resp_r
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _close_client, [self._popen, self._to, self._from], self._dir)
-        hello = self._wait_frame(self.startup_timeout)
-        if not (isinstance(hello, dict) and hello.get("ready")):
-            raise ServiceError(f"the measuring client did not start: {hello}")
-        self.cores = hello.get("cores") or self.cores
-
-    def _wait_frame(self, timeout: float) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                frame = _recv(self._from, 0.25)
-            except EOFError:
-                frame = None
-            if frame is not None:
-                return frame
-            if self._popen.poll() is not None:
-                break
-        code = self._popen.poll()
-        self.close()
-        raise ServiceError(f"the measuring client {_describe_exit(code) if code is not None else 'did not answer'}: "
-                           f"{_log_tail(self._log) or 'no output'}")
-
-    def call(self, request: dict[str, Any], watch: Watch | None = None,
-             on_progress: Callable[[int], None] | None = None) -> Any:
-        """Send ``request`` to the client; return its answer, or raise PipelineError (the
-        pipeline failed) or ServiceStall (elements stopped coming)."""
-        watch = watch or Watch()
-        if self._popen is None or self._popen.poll() is not None:
-            self._start()
-        _send(self._to, request)
-        start = last_change = time.monotonic()
-        elements = 0
-        while True:
-            try:
-                frame = _recv(self._from, 0.25)
-            except EOFError:
-                frame = None
-                if self._popen.poll() is None:
-                    self._popen.wait(5)
-            now = time.monotonic()
-            if isinstance(frame, dict) and "progress" in frame:
-                if frame["progress"] != elements:
-                    elements, last_change = frame["progress"], now
-                    if on_progress is not None:
-                        on_progress(elements)
-            elif isinstance(frame, dict) and "ok" in frame:
-                return frame["ok"]
-            elif isinstance(frame, dict) and "error" in frame:
-                from ..model.errors import PipelineError
-                raise PipelineError(frame["error"])
-            if self._popen.poll() is not None:
-                code = self._popen.poll()
-                self.close()
-                raise ServiceError(f"the measuring client {_describe_exit(code)}: {_log_tail(self._log) or 'no output'}")
-            stalled = ((elements == 0 and now - start > watch.first_within)
-                       or (elements > 0 and watch.stall_after and now - last_change > watch.stall_after)
-                       or (watch.deadline is not None and now - start > watch.deadline))
-            if stalled:
-                self.close()
-                lost = self.cluster.lost_workers() if self.cluster is not None else []
-                raise _stall(elements, now - last_change, lost, watch, self.cluster is not None)
-
-    def close(self) -> None:
-        """Stop the client process (the next call starts a fresh one)."""
-        if self._popen is not None:
-            _close_client([self._popen, self._to, self._from], None)
-            self._popen = None
-
-    def __enter__(self) -> "MeasuringClient":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _close_client(state: list, directory: str | None) -> None:
-    popen, *fds = state + [None] * (3 - len(state))
-    if popen is not None and popen.poll() is None:
-        popen.kill()
-        try:
-            popen.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-    for fd in fds:
-        if isinstance(fd, int) and fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-    if directory:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-class InProcessClient:
-    """The measuring client's protocol in this process (for pipelines whose Python functions
-    exist only here). A stalled run is abandoned on its daemon thread (it stays blocked inside
-    TensorFlow until the process exits) and reported as :class:`ServiceStall`."""
-
-    def __init__(self, *, cluster: ServiceCluster | None = None):
-        self.cluster = cluster
-        self.cores = None
-        self.pid = os.getpid()
-
-    def call(self, request: dict[str, Any], watch: Watch | None = None,
-             on_progress: Callable[[int], None] | None = None) -> Any:
-        from .service import Counter, handle
-        watch = watch or Watch()
-        counter, box = Counter(), {}
-
-        def run() -> None:
-            try:
-                box["ok"] = handle(request, counter)
-            except BaseException as err:  # noqa: BLE001 - reported to the caller
-                box["error"] = err
-        thread = threading.Thread(target=run, daemon=True, name="plumbkit-service-client")
-        thread.start()
-        start = last_change = time.monotonic()
-        elements = 0
-        while thread.is_alive():
-            thread.join(0.25)
-            now = time.monotonic()
-            if counter.n != elements:
-                elements, last_change = counter.n, now
-                if on_progress is not None:
-                    on_progress(elements)
-            if ((elements == 0 and now - start > watch.first_within)
-                    or (elements > 0 and watch.stall_after and now - last_change > watch.stall_after)
-                    or (watch.deadline is not None and now - start > watch.deadline)):
-                lost = self.cluster.lost_workers() if self.cluster is not None else []
-                raise _stall(elements, now - last_change, lost, watch, self.cluster is not None)
-        if "error" in box:
-            err = box["error"]
-            from ..model.errors import PipelineError
-            raise PipelineError(f"{type(err).__name__}: {err}") from err
-        return box.get("ok")
-
-    def close(self) -> None:
-        pass
-
-
-def client_main(args: dict[str, Any]) -> None:
-    """The measuring client process: answer requests until the pipe closes."""
-    os.dup2(2, 1)  # anything printed goes to the log, never into the protocol
-    requests, responses = args["requests"], args["responses"]
-    lock = threading.Lock()
-
-    def send(obj: Any) -> None:
-        with lock:
-            _send(responses, obj)
-
-    import tensorflow as tf  # noqa: F401 - imported after pinning, so pools fit the cores
-    from .service import Counter, handle
-    cores = sorted(os.sched_getaffinity(0)) if can_pin() else None
-    send({"ready": True, "pid": os.getpid(), "cores": cores})
-    while True:
-        try:
-            request = _recv(requests, None)
-        except EOFError:
-            os._exit(0)
-        counter, done = Counter(), threading.Event()
-
-        def report() -> None:
-            while not done.wait(0.25):
-                send({"progress": counter.n})
-        reporter = threading.Thread(target=report, daemon=True)
-        reporter.start()
-        try:
-            answer = {"ok": handle(request, counter)}
-        except Exception as err:  # noqa: BLE001 - the parent reports it
-            answer = {"error": f"{type(err).__name__}: {_first_line(str(err))}",
-                      "trace": traceback.format_exc()}
-        done.set()
-        reporter.join()
-        send({"progress": counter.n})
-        send(answer)
-
-
-def _first_line(message: str) -> str:
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    return lines[0] if lines else message
-
-
-__all__ = ["InProcessClient", "MeasuringClient", "ServerProcess", "ServiceCluster", "Watch", "can_pin",
-           "cpu_sets", "reachable", "usable_cores"]
+__all__ = ["ServerProcess", "ServiceCluster", "can_pin", "cpu_sets", "package_parent", "reachable", "usable_cores"]
