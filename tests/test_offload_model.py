@@ -185,3 +185,12 @@ def test_a_stall_names_the_lost_worker_or_says_it_cannot():
     assert "waits at the end of the epoch for the lost worker's task" in str(ours)
     theirs = _stall(12, 10.0, [], Watch(), False)
     assert "plumbkit did not start these workers, so it cannot tell which" in str(theirs)
+
+
+def test_compression_only_where_the_network_binds():
+    from plumbkit.engine.offload import _compression
+    c = cut(bytes_per_minibatch=1e6, client_cpu=0.0)
+    assert _compression(setting(), c, 1, None) is None  # loopback: snappy would only cost CPU
+    assert _compression(setting(bandwidth=5e7), c, 4, None) == "AUTO"  # 50 MB/s, 1 MB a minibatch
+    assert _compression(setting(bandwidth=5e7), c, 4, None) == "AUTO"
+    assert _compression(setting(), c, 1, "AUTO") == "AUTO"  # asked for

@@ -27,7 +27,8 @@ def offload_text(plan: "OffloadPlan") -> str:
                      f"compression {d.compression}, client prefetch AUTOTUNE; "
                      f"recommended workers: {plan.workers}")
     if plan.predicted:
-        lines.append("  workers  predicted  measured   bound")
+        lines.append(f"  workers  predicted  measured   bound   (measured with 0 and {plan.workers_available}; "
+                     f"beyond, predictions)")
         for p in plan.predicted:
             m = plan.measured.get(p.workers)
             lines.append(f"  {p.workers:7d}  {p.throughput:9.1f}  {'' if m is None else f'{m:8.1f}':>8}   {p.bound}")
