@@ -38,10 +38,12 @@ if not _tensorflow_present():
 _API = {"trace": "engine", "Trace": "engine", "step": "engine", "walk": "engine",
         "optimize": "engine", "pick_best": "engine", "Plan": "engine", "Step": "engine",
         "Walk": "engine", "baselines": "engine", "Cancelled": "engine",
+        "offload": "engine", "OffloadPlan": "engine", "ServiceCluster": "engine",
         "PipelineError": "model.errors"}
 
 __all__ = ["trace", "Trace", "PipelineError", "step", "walk", "optimize", "pick_best", "Plan",
-           "Step", "Walk", "baselines", "Cancelled", "__version__", "load_ipython_extension"]
+           "Step", "Walk", "baselines", "Cancelled", "offload", "OffloadPlan", "ServiceCluster",
+           "__version__", "load_ipython_extension"]
 
 
 def __getattr__(name: str):

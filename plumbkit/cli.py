@@ -101,6 +101,38 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_service_up(args: argparse.Namespace) -> int:
+    """Start a dispatcher and workers on loopback, print the address, serve until Ctrl-C."""
+    import signal
+    import threading
+    import time
+
+    from .tfdata.service_processes import ServiceCluster
+    client = [int(c) for c in args.client_cores.split(",")] if args.client_cores else None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"plumbkit service: starting a dispatcher and {args.workers} worker(s) ...", flush=True)
+    with ServiceCluster(args.workers, client_cores=client, port=args.port, work_dir=args.work_dir,
+                        worker_timeout_ms=args.worker_timeout_ms) as cluster:
+        print(cluster.describe())
+        for note in cluster.notes:
+            print(f"note: {note}")
+        print(f"dispatcher: {cluster.address}", flush=True)
+        print("serving; Ctrl-C stops every process", flush=True)
+        ends = time.monotonic() + args.seconds if args.seconds else None
+
+        def lost(worker) -> None:
+            print(f"LOST {worker}: jobs with DYNAMIC sharding wait at the end of their epoch for its task "
+                  f"(TF 2.21); restart the job or the service", flush=True)
+        try:
+            cluster.watch(lost, until=lambda: stop.is_set() or (ends is not None and time.monotonic() > ends))
+        except KeyboardInterrupt:
+            pass
+        print("plumbkit service: stopping", flush=True)
+    print("plumbkit service: stopped", flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plumbkit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -125,6 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip running each operator alone after the trace (CPU shares stay "
                             "traced wall time)")
     trace.set_defaults(func=cmd_trace)
+    service = sub.add_parser("service", help="a tf.data service on this machine (loopback)")
+    service_sub = service.add_subparsers(dest="service_command", required=True)
+    up = service_sub.add_parser("up", help="start a dispatcher and workers, print the address, serve until Ctrl-C")
+    up.add_argument("--workers", type=int, default=1)
+    up.add_argument("--port", type=int, default=0, help="dispatcher port (default: any free port)")
+    up.add_argument("--work-dir", default=None, help="the dispatcher's journal (default: a temporary folder)")
+    up.add_argument("--client-cores", default=None, help="cores kept free for the client, e.g. 0 or 0,1")
+    up.add_argument("--worker-timeout-ms", type=int, default=1000)
+    up.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until Ctrl-C)")
+    up.set_defaults(func=cmd_service_up)
     try:
         from . import bench
         bench_parser = sub.add_parser("bench", parents=[common],

@@ -32,6 +32,7 @@ from ..engine.optimization import AUTOTUNE_WITH
 from ..tfdata.disk import evict_from_page_cache
 from ..tfdata.graph import dataset_at, serialized_graph
 from ..tfdata.rebuild import apply_changes
+from . import offload as offload_bench
 from . import pipelines as bench_pipelines
 from .accuracy import operator_errors, summary as accuracy_summary
 from .cancel import cancel_latency
@@ -421,6 +422,7 @@ def markdown(report: dict) -> str:
         pb = report["pick_best"]
         lines += ["## pick_best (image classification: decode + random crop, fused or not)", "",
                   f"Chosen: **{pb['best']}** — {pb['reason']}", ""]
+    lines += offload_bench.markdown(report.get("offload"))
     lines += [f"![{f}]({f})" for f in report["plots"]]
     return "\n".join(lines) + "\n"
 
@@ -576,6 +578,8 @@ def run(args: argparse.Namespace) -> int:
         best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
         report["pick_best"] = {"best": best, "reason": reason, "measured": plan.returned_throughput,
                                "cache": plan.cache.label}
+    if not quick and (not args.only or "offload" in args.only):
+        report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "report.md").write_text(markdown(report))

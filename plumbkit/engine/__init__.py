@@ -8,11 +8,12 @@ runs through the :mod:`~plumbkit.engine.scheduler`: one measurement at a time, e
 """
 
 from . import baselines
+from .offload import OffloadPlan, ServiceCluster, offload
 from .optimization import Plan, optimize, pick_best
 from .scheduler import SCHEDULER, Cancelled
 from .stepping import Step, Walk, step, walk
 from .trace_result import Trace
 from .tracing import PipelineLike, trace
 
-__all__ = ["Cancelled", "Plan", "PipelineLike", "SCHEDULER", "Step", "Trace", "Walk", "baselines",
-           "optimize", "pick_best", "step", "trace", "walk"]
+__all__ = ["Cancelled", "OffloadPlan", "Plan", "PipelineLike", "SCHEDULER", "ServiceCluster", "Step", "Trace",
+           "Walk", "baselines", "offload", "optimize", "pick_best", "step", "trace", "walk"]

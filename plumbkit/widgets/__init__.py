@@ -17,6 +17,7 @@ from ..engine.optimization import Plan
 from ..engine.stepping import Step
 from ..render.html import html_report
 from .live import LiveTraceWidget
+from .offload_panel import OffloadPanel
 from .optimize_panel import OptimizePanel
 from .stepping import SteppingWidget
 
@@ -43,9 +44,10 @@ class PlumbWidget(w.Tab):
         self.optimize = OptimizePanel(pipeline, cell_source=cell_source,
                                       seconds=max(2.0, min(5.0, seconds / 2)), cores=cores,
                                       memory_budget=memory_budget, verbose=verbose)
+        self.offload = OffloadPanel(pipeline, cell_source=cell_source, seconds=max(0.5, min(1.5, seconds / 6)))
         self.display_handle: Any = None  # set by whoever displays it (the magic)
-        super().__init__(children=[self.live, self.stepping, self.optimize])
-        for i, title in enumerate(("Trace (live)", "Step", "Optimize")):
+        super().__init__(children=[self.live, self.stepping, self.optimize, self.offload])
+        for i, title in enumerate(("Trace (live)", "Step", "Optimize", "Offload")):
             self.set_title(i, title)
         for panel in (self.live, self.stepping, self.optimize):
             panel.on_finished.append(lambda _: self.refresh_display())
@@ -128,4 +130,4 @@ class PlumbWidget(w.Tab):
         printer.text(self.static_text())
 
 
-__all__ = ["PlumbWidget", "LiveTraceWidget", "SteppingWidget", "OptimizePanel"]
+__all__ = ["PlumbWidget", "LiveTraceWidget", "OffloadPanel", "SteppingWidget", "OptimizePanel"]
