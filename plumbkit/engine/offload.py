@@ -26,7 +26,7 @@ from ..tfdata.service_client import InProcessClient, MeasuringClient, Watch, sha
 from ..tfdata.service_processes import ServiceCluster, reachable, usable_cores
 from .measuring import Progress, measure
 from .offload_plan import OffloadPlan, Run
-from .scheduler import MEASURING
+from .scheduler import operation
 from .trace_result import Trace
 from .tracing import PipelineLike
 
@@ -106,6 +106,7 @@ class _Service:
             self.cluster.stop()
 
 
+@operation("offload")
 def offload(pipeline: PipelineLike, *, target: float | None = None,
             dispatcher: "str | ServiceCluster | None" = None, workers: int | None = None,
             client_cores: list[int] | None = None, cores_per_worker: float | None = None,
@@ -132,43 +133,42 @@ def offload(pipeline: PipelineLike, *, target: float | None = None,
     ds = resolve_pipeline(pipeline)
     if sharding is not None and sharding not in ("OFF", "DYNAMIC"):
         raise ValueError(f"sharding must be 'OFF' or 'DYNAMIC', not {sharding!r}")
-    with MEASURING:
-        progress("reaching the tf.data service", 0.0)
-        service = _Service(dispatcher, client_cores)
-        try:
-            progress("reading and tracing the pipeline", 0.02)
-            pipe = pipeline_of(ds)
-            cardinalities = static_cardinalities(ds, pipe)
-            graph = graph_of(ds)
-            graph_bytes, spec_bytes = graph.SerializeToString(), encode_spec(ds.element_spec)
-            python = python_nodes(graph)
-            traced = measure(ds, seconds=max(1.0, 1.5 * seconds))
-        except BaseException:
-            service.close()
-            raise
-        notes: list[str] = list(service.cluster.notes) if service.cluster is not None else []
-        if client_cores is None and service.cluster is not None:
-            client_cores = service.cluster.client_cores
-        client: MeasuringClient | InProcessClient
-        shared = False
-        if python:
-            client = InProcessClient(cluster=service.cluster)
-            notes.append("the pipeline calls Python, which exists only in this process: measured here, "
-                         "not in a pinned client process")
-        elif service.cluster is not None and not service.own and client_cores == service.cluster.client_cores:
-            client, shared = shared_client(service.cluster), True
-        else:
-            client = MeasuringClient(client_cores, cluster=service.cluster)
-        try:
-            return _plan(ds, pipe, cardinalities, graph_bytes, spec_bytes, python, traced, service, client,
-                         notes, target=target, workers=workers, cores_per_worker=cores_per_worker,
-                         max_workers=max_workers, bandwidth=bandwidth, sharding=sharding, job_name=job_name,
-                         compression=compression, seconds=seconds, rounds=rounds, max_cuts=max_cuts,
-                         stall_after=stall_after, progress=progress)
-        finally:
-            if not shared:
-                client.close()
-            service.close()
+    progress("reaching the tf.data service", 0.0)
+    service = _Service(dispatcher, client_cores)
+    try:
+        progress("reading and tracing the pipeline", 0.02)
+        pipe = pipeline_of(ds)
+        cardinalities = static_cardinalities(ds, pipe)
+        graph = graph_of(ds)
+        graph_bytes, spec_bytes = graph.SerializeToString(), encode_spec(ds.element_spec)
+        python = python_nodes(graph)
+        traced = measure(ds, seconds=max(1.0, 1.5 * seconds))
+    except BaseException:
+        service.close()
+        raise
+    notes: list[str] = list(service.cluster.notes) if service.cluster is not None else []
+    if client_cores is None and service.cluster is not None:
+        client_cores = service.cluster.client_cores
+    client: MeasuringClient | InProcessClient
+    shared = False
+    if python:
+        client = InProcessClient(cluster=service.cluster)
+        notes.append("the pipeline calls Python, which exists only in this process: measured here, "
+                     "not in a pinned client process")
+    elif service.cluster is not None and not service.own and client_cores == service.cluster.client_cores:
+        client, shared = shared_client(service.cluster), True
+    else:
+        client = MeasuringClient(client_cores, cluster=service.cluster)
+    try:
+        return _plan(ds, pipe, cardinalities, graph_bytes, spec_bytes, python, traced, service, client,
+                     notes, target=target, workers=workers, cores_per_worker=cores_per_worker,
+                     max_workers=max_workers, bandwidth=bandwidth, sharding=sharding, job_name=job_name,
+                     compression=compression, seconds=seconds, rounds=rounds, max_cuts=max_cuts,
+                     stall_after=stall_after, progress=progress)
+    finally:
+        if not shared:
+            client.close()
+        service.close()
 
 
 def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, traced: Trace, service: _Service,
