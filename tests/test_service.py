@@ -175,12 +175,17 @@ def test_cheap_pipeline_with_big_elements_is_not_offloaded_as_the_panel_shows(cl
 
 def test_the_bench_section_reports_predicted_and_measured(heavy_plan):
     from plumbkit.bench import offload as bench_offload
-    row = bench_offload.summarize("two-stage", heavy_plan, targets=(2 * heavy_plan.local,))
-    assert set(row["points"]) == {"0", "1"} and all(p["measured"] > 0 for p in row["points"].values())
-    assert row["sizing"][0]["target"] == 2 * heavy_plan.local and row["per_cut"]
+    targets = (1.5 * heavy_plan.setting.local, 4 * heavy_plan.setting.local)
+    row = bench_offload.summarize("two-stage", heavy_plan, targets)
+    assert row["local"]["measured"] > 0 and row["local"]["predicted"] > 0
+    chosen = [c for c in row["per_cut"] if c["chosen"]]
+    assert [c["cut"] for c in chosen] == ["batch(32)"] and chosen[0]["measured"] == heavy_plan.measured[1]
+    assert all(c["measured"] > 0 for c in row["per_cut"])  # every cut measured with the worker running
+    small, large = row["sizing"]
+    assert small["workers"] is not None and large["curve"] and (large["workers"] or 99) >= small["workers"]
     lines = bench_offload.markdown({"layout": "dispatcher\nworker 0", "client_cores": [0], "rows": [row]})
     text = "\n".join(lines)
-    assert "## Offloading to tf.data service" in text and "| two-stage | offload | batch(32) | 1 |" in text
+    assert "## Offloading to tf.data service" in text and "| two-stage | 1 | batch(32) **(chosen)** |" in text
 
 
 def test_cpu_heavy_offload_measured_speedup_within_25_percent_of_the_prediction(heavy_plan):

@@ -53,39 +53,43 @@ def with_python(units: int = 40) -> tf.data.Dataset:
 
 # -- the section ----------------------------------------------------------------------------
 
-def summarize(name: str, plan: OffloadPlan, targets: tuple[float, ...] = ()) -> dict[str, Any]:
-    """One pipeline's row: decision, cut, predicted vs measured at 0 and the workers running,
-    every cut's served measurement, the curve, and the sizing for ``targets``."""
+def summarize(name: str, plan: OffloadPlan, targets: tuple[float, ...] = (), max_workers: int = 16) -> dict[str, Any]:
+    """One pipeline's row: decision and cut; predicted vs measured with no worker and, for every
+    cut measured, with the workers running; the curve; the sizing for ``targets``."""
     n = plan.workers_available
-    errors = {}
-    for workers in sorted(plan.measured):
-        predicted = plan.predicted_at(workers)
-        errors[workers] = {"predicted": predicted, "measured": plan.measured[workers],
-                           "samples": [r.throughput for r in plan.runs.get(workers, [])],
-                           "error": abs(predicted - plan.measured[workers]) / max(plan.measured[workers], 1e-12)}
-    per_cut = [{"cut": c.label, "predicted": model.predict(plan.setting, c, n).throughput,
-                "bound": model.predict(plan.setting, c, n).bound, "measured": c.measured.get(n),
-                "dispatcher_ms": 1e3 * c.dispatcher_cpu, "serving_ms": 1e3 * c.service_cpu} for c in plan.cuts]
+    local = {"predicted": plan.predicted_at(0), "measured": plan.measured.get(0),
+             "samples": [r.throughput for r in plan.runs.get(0, [])]}
+    per_cut = []
+    for c in plan.cuts:
+        point = model.predict(plan.setting, c, n)
+        chosen = plan.distribute is not None and c.node == plan.distribute.cut
+        measured = plan.measured.get(n) if chosen else c.measured.get(n)
+        per_cut.append({"cut": c.label, "chosen": chosen, "predicted": point.throughput, "bound": point.bound,
+                        "measured": measured, "samples": [r.throughput for r in plan.runs.get(n, [])] if chosen
+                        else [c.measured.get(n)], "dispatcher_ms": 1e3 * c.dispatcher_cpu,
+                        "serving_ms": 1e3 * c.service_cpu})
     sizing = []
     for target in targets:
-        d = model.decide(plan.setting, plan.cuts, target=target, max_workers=plan.max_workers,
-                         invalid=plan.invalid)
+        d = plan.size(target, max_workers)
+        curve = model.curve(plan.setting, d.cut, max_workers) if d.cut is not None else []
         sizing.append({"target": target, "decision": d.action, "cut": d.cut.label if d.cut else None,
-                       "workers": d.workers, "predicted": d.predicted, "meets": d.meets_target})
+                       "workers": d.workers, "predicted": d.predicted, "meets": d.meets_target,
+                       "curve": [[p.workers, p.throughput, p.bound] for p in curve]})
     return {
         "pipeline": name, "decision": plan.decision, "reason": plan.reason,
         "cut": plan.distribute.cut_label if plan.distribute else None,
         "sharding": plan.distribute.sharding if plan.distribute else None,
-        "workers_available": n, "points": {str(k): v for k, v in errors.items()},
-        "curve": [[p.workers, p.throughput, p.bound] for p in plan.predicted], "per_cut": per_cut,
-        "sizing": sizing, "predicted_speedup": plan.predicted_speedup, "measured_speedup": plan.measured_speedup,
-        "measured_cpu_speedup": plan.measured_cpu_speedup, "dedicated": plan.dedicated, "notes": plan.notes,
-        "local": plan.local, "ideal": plan.ideal,
+        "workers_available": n, "local": local, "per_cut": per_cut, "sizing": sizing,
+        "predicted_speedup": plan.predicted_speedup, "measured_speedup": plan.measured_speedup,
+        "measured_cpu_speedup": plan.measured_cpu_speedup, "dedicated": plan.dedicated,
+        "cpu_shares": plan.cpu_shares, "notes": plan.notes, "ideal": plan.ideal,
     }
 
 
 def offload_section(*, seconds: float, rounds: int, log: Log) -> dict[str, Any]:
-    """Runs the offload benchmark on a cluster of one worker on this machine."""
+    """Runs the offload benchmark on a cluster of one worker on this machine: each plan is made
+    for the one worker running (so its cut is measured side by side with the local pipeline),
+    then sized for two targets on the same measured costs."""
     cores = usable_cores()
     client = cores[:1] if len(cores) > 1 else None
     rows = []
@@ -93,17 +97,22 @@ def offload_section(*, seconds: float, rounds: int, log: Log) -> dict[str, Any]:
     with ServiceCluster(1, client_cores=client) as cluster:
         layout = cluster.describe()
         log("[offload] two-stage pipeline, sharding OFF")
-        plan = offload(two_stage, dispatcher=cluster, max_workers=16, seconds=seconds, rounds=rounds)
-        local = plan.local
-        rows.append(summarize("two-stage (OFF)", plan, targets=(round(1.5 * local, 1), round(4 * local, 1))))
+        plan = offload(two_stage, dispatcher=cluster, max_workers=1, seconds=seconds, rounds=rounds)
+        reference = plan.setting.local
+        targets = (round(1.5 * reference, 1), round(4 * reference, 1))
+        rows.append(summarize("two-stage (OFF)", plan, targets))
         log("[offload] the same, one pass of a range: DYNAMIC sharding")
-        plan = offload(lambda: two_stage(finite=True), dispatcher=cluster, max_workers=16, seconds=seconds,
+        plan = offload(lambda: two_stage(finite=True), dispatcher=cluster, max_workers=1, seconds=seconds,
                        rounds=rounds)
-        rows.append(summarize("two-stage, one pass (DYNAMIC)", plan, targets=(round(1.5 * local, 1),)))
+        rows.append(summarize("two-stage, one pass (DYNAMIC)", plan, targets))
         log("[offload] cheap pipeline, big elements")
         rows.append(summarize("big and cheap", offload(big_and_cheap, dispatcher=cluster, seconds=seconds,
                                                        rounds=rounds)))
     return {"layout": layout, "client_cores": client, "rows": rows}
+
+
+def _error(predicted: float, measured: float | None) -> str:
+    return "—" if not measured else f"{100 * abs(predicted - measured) / measured:.0f}%"
 
 
 def markdown(section: dict[str, Any] | None) -> list[str]:
@@ -112,40 +121,42 @@ def markdown(section: dict[str, Any] | None) -> list[str]:
         return []
     lines = ["## Offloading to tf.data service", "",
              f"Client (plumbkit's measuring process) on core(s) {section['client_cores']}; "
-             + section["layout"].replace("\n", "; ") + ". Throughput in minibatches/s; measured points are "
-             "medians of interleaved runs; counts above the workers running are predictions.", ""]
-    lines += ["| pipeline | decision | cut | workers | predicted | measured | error |", "|---|---|---|---|---|---|---|"]
+             + section["layout"].replace("\n", "; ") + ". Minibatches/s. *Predicted* comes from CPU per "
+             "minibatch measured on each part alone (for cores of their own); *measured* is the median of "
+             "interleaved runs (the chosen cut) or one run (the other cuts). Counts above the workers "
+             "running are predictions.", "",
+             "| pipeline | workers | cut after | predicted | measured | error | bound |",
+             "|---|---|---|---|---|---|---|"]
     for row in section["rows"]:
-        for workers, p in row["points"].items():
-            lines.append(f"| {row['pipeline']} | {row['decision']} | {row['cut'] or '—'} | {workers} | "
-                         f"{p['predicted']:.1f} | {p['measured']:.1f} | {100 * p['error']:.0f}% |")
-    lines.append("")
-    lines += ["Every cut measured with the workers running (predicted vs measured, minibatches/s):", "",
-              "| pipeline | cut after | predicted | measured | bound | serving + dispatcher per minibatch |",
-              "|---|---|---|---|---|---|"]
-    for row in section["rows"]:
+        loc = row["local"]
+        lines.append(f"| {row['pipeline']} | 0 | (local) | {loc['predicted']:.1f} | {loc['measured'] or 0:.1f} | "
+                     f"{_error(loc['predicted'], loc['measured'])} | |")
         for c in row["per_cut"]:
+            mark = " **(chosen)**" if c["chosen"] else ""
             measured = "—" if c["measured"] is None else f"{c['measured']:.1f}"
-            lines.append(f"| {row['pipeline']} | {c['cut']} | {c['predicted']:.1f} | {measured} | "
-                         f"{c['bound']} | {c['serving_ms']:.2f} + {c['dispatcher_ms']:.2f} ms |")
+            lines.append(f"| {row['pipeline']} | {row['workers_available']} | {c['cut']}{mark} | "
+                         f"{c['predicted']:.1f} | {measured} | {_error(c['predicted'], c['measured'])} | {c['bound']}; DYNAMIC's splits "
+                         f"{c['serving_ms']:.2f} + dispatcher {c['dispatcher_ms']:.2f} ms |")
     lines.append("")
     for row in section["rows"]:
-        if row["curve"] and len(row["curve"]) > 2:
-            curve = ", ".join(f"{w}: {x:.0f}" for w, x, _ in row["curve"])
-            lines.append(f"- **{row['pipeline']}**, predicted curve (workers: minibatches/s): {curve}")
-        for s in row["sizing"]:
-            verdict = (f"{s['workers']} worker(s), cut after {s['cut']}, predicted {s['predicted']:.1f}"
-                       if s["decision"] == "offload" else s["decision"])
-            lines.append(f"  - target {s['target']:.1f}/s → {verdict}" + ("" if s["meets"] or s["decision"] != "offload"
-                                                                          else " (target out of reach)"))
+        lines.append(f"- **{row['pipeline']}**: {row['decision']} — {row['reason']}")
         speed = row.get("predicted_speedup")
         if speed:
             lines.append(f"  - speed-up with the worker running: predicted {speed:.2f}×, measured "
                          f"{row['measured_speedup']:.2f}× (throughput), {row['measured_cpu_speedup'] or 0:.2f}× "
-                         f"(from measured CPU per minibatch)")
-        for note in row["notes"]:
-            if note.startswith("busy machine"):
-                lines.append(f"  - {note}")
+                         f"(from CPU per minibatch measured in the served runs)")
+        for s in row["sizing"]:
+            if s["decision"] == "offload":
+                curve = ", ".join(f"{w}: {x:.0f}" for w, x, _ in s["curve"])
+                reach = "" if s["meets"] else " (out of reach: the most it can give)"
+                lines.append(f"  - target {s['target']:.1f}/s → {s['workers']} worker(s), cut after {s['cut']}, "
+                             f"predicted {s['predicted']:.1f}{reach}; predicted curve (workers: /s) {curve}")
+            else:
+                lines.append(f"  - target {s['target']:.1f}/s → {s['decision']}")
+        if not row["dedicated"]:
+            shares = ", ".join(f"{x:.0%}" for x in row["cpu_shares"])
+            lines.append(f"  - busy machine: a spinning probe got {shares} of the client's core; measured "
+                         f"throughput is that share of what the predictions say")
     lines.append("")
     return lines
 

@@ -13,6 +13,7 @@ rest are *predicted*. Measuring uses job names of plumbkit's own, never the user
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import statistics
 from typing import Any, Callable
@@ -32,6 +33,8 @@ from .tracing import PipelineLike
 
 #: Workers plumbkit predicts for, at most, in the curve it shows.
 CURVE_WORKERS = 8
+#: A client core that gives a spinning probe less than this is shared with other processes.
+DEDICATED = 0.8
 
 
 def _quiet(_: str, __: float) -> None:
@@ -193,6 +196,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
                                           deadline=90 + 10 * seconds))
 
     progress("starting the measuring client", 0.05)
+    probes = [client.call({"kind": "share"}, Watch())]  # is the client's core its own right now?
     ideal = loop("ideal")
     progress("measuring the local pipeline", 0.1)
     local = loop("full")
@@ -217,6 +221,10 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     setting = model.Setting(consumer_ceiling=_best_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
                             local_cpu=local_cpu, client_cores=client_cores, cores_per_worker=cores_per_worker,
                             bandwidth=bandwidth, local_caps=model.sequential_caps(op_cost, sequential))
+    if probes[0] < DEDICATED:
+        # Neighbours took most of the client's core while the local pipeline ran: decide on what
+        # its measured CPU gives a core of its own, as every served prediction is made.
+        setting = dataclasses.replace(setting, local=model.predict_local(setting).throughput, local_source="predicted")
     invalid = {**model.invalid_cuts(pipe, python), **model.unhelpful_cuts(pipe, python, shares)}
     goal = target if target is not None else setting.consumer_ceiling
     source = "yours" if target is not None else "consumer ceiling (measured)"
@@ -278,11 +286,11 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
             notes.append("DYNAMIC sharding: each element once per epoch while no worker fails; a lost worker's "
                          "elements are skipped for that epoch (at most once)")
     measured = {n: statistics.median(r.throughput for r in v) for n, v in runs.items()}
-    busy = statistics.median(r.client_utilization for r in runs[0])
-    if model.predict_local(setting).bound == "client CPU" and busy < 0.8:
-        notes.append(f"busy machine: the client process got {busy:.0%} of its core(s) while running the "
-                     f"CPU-bound local pipeline; measured throughput is that share of what dedicated cores "
-                     f"give (the predictions are for dedicated cores; CPU per minibatch moves much less)")
+    probes.append(client.call({"kind": "share"}, Watch()))
+    if min(probes) < DEDICATED:
+        notes.append(f"busy machine: a spinning probe in the client process got {min(probes):.0%} of its core "
+                     f"(other processes took the rest); measured throughput is then a share of what the "
+                     f"predictions, made for cores of their own, say (CPU per minibatch moves much less)")
     chosen = decision.cut or (max(cuts, key=lambda c: model.plateau(setting, c, max_workers).throughput)
                               if cuts else None)
     curve = (model.curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
@@ -291,7 +299,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     plan = OffloadPlan(
         decision=decision.action, reason=decision.reason, target=goal, target_source=source,
         distribute=distribute, workers=decision.workers, predicted=curve, measured=measured,
-        runs=runs, cuts=cuts, setting=setting, invalid=invalid,
+        runs=runs, cuts=cuts, setting=setting, invalid=invalid, cpu_shares=probes,
         address=service.address if not service.own else None, workers_available=n_now, trace=traced,
         notes=notes, max_workers=max_workers, _graph=graph_bytes, _spec=spec_bytes)
     if service.own and distribute is not None:

@@ -8,7 +8,6 @@ measured run (:class:`Run`), and what applies it: the served Dataset and the use
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +75,7 @@ class OffloadPlan:
     trace: Trace
     notes: list[str] = field(default_factory=list)
     max_workers: int = 32
+    cpu_shares: list[float] = field(default_factory=list)  # the client's core, probed before and after
     _graph: bytes = b""
     _spec: bytes = b""
     _dataset: Any = None
@@ -93,7 +93,8 @@ class OffloadPlan:
 
     @property
     def local(self) -> float:
-        return self.setting.local
+        """The local pipeline, measured (median of its runs)."""
+        return self.measured.get(0, self.setting.local)
 
     def predicted_at(self, workers: int) -> float:
         """Predicted minibatches/s with ``workers`` workers at the chosen cut (0: local)."""
@@ -104,11 +105,17 @@ class OffloadPlan:
 
     def workers_for(self, target: float) -> int | None:
         """Smallest worker count predicted to meet ``target`` minibatches/s at the chosen cut
-        (0 if the local pipeline does; None if no count up to ``max_workers`` does)."""
-        if self.local * model.MEETS >= target:
+        (0 if the local pipeline does; None if no count up to ``max_workers`` does). For the
+        best cut for another target, see :meth:`size`."""
+        if self.setting.local * model.MEETS >= target:
             return 0
         cut = self.cut or (self.cuts[0] if self.cuts else None)
         return None if cut is None else model.workers_needed(self.setting, cut, target, self.max_workers)
+
+    def size(self, target: float, max_workers: int | None = None) -> model.Decision:
+        """The decision for another ``target`` on the costs measured here: cut and worker count."""
+        return model.decide(self.setting, self.cuts, target=target, max_workers=max_workers or self.max_workers,
+                            invalid=self.invalid)
 
     @property
     def predicted_speedup(self) -> float | None:
@@ -145,12 +152,10 @@ class OffloadPlan:
 
     @property
     def dedicated(self) -> bool:
-        """Did the measured processes get their cores? (The local runs, CPU-bound by the model,
-        kept the client's cores at least 80% busy.) When not, measured throughput is a share of
-        what the predictions, made for dedicated cores, say."""
-        local = self.runs.get(0, [])
-        bound = model.predict_local(self.setting).bound
-        return bool(local) and (bound != "client CPU" or statistics.median(r.client_utilization for r in local) >= 0.8)
+        """Did the client have its core to itself? (A spinning probe before and after measuring
+        got at least 80% of it.) When not, measured throughput is a share of what the
+        predictions, made for cores of their own, say."""
+        return bool(self.cpu_shares) and min(self.cpu_shares) >= 0.8
 
     # -- applying it ------------------------------------------------------------------------
     @property

@@ -80,13 +80,14 @@ class Setting:
 
     consumer_ceiling: float  # minibatches/s with a free pipeline (measured)
     consumer_cpu: float  # client core-seconds per step the consumer itself costs
-    local: float  # the local pipeline, measured
+    local: float  # the local pipeline: measured, or predicted when its core was shared (local_source)
     local_cpu: float  # client core-seconds per minibatch, local, consumer included
     client_cores: float
     cores_per_worker: float = 1.0
     bandwidth: float | None = None  # bytes/s worker -> client (None: as measured on loopback)
     dispatcher_cores: float | None = None  # None: the dispatcher shares the workers' cores
     local_caps: tuple[float, ...] = ()  # sequential operators' caps when all runs locally
+    local_source: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,7 @@ def decide(s: Setting, cuts: Sequence[CutCosts], *, target: float | None = None,
     local = s.local
     if local * SPEEDUP_THRESHOLD >= goal:
         return Decision("do not offload",
-                        f"the local pipeline already runs at {local:.1f} minibatches/s (measured), within "
+                        f"the local pipeline already runs at {local:.1f} minibatches/s ({s.local_source}), within "
                         f"{SPEEDUP_THRESHOLD - 1:.0%} of the target {goal:.1f}: offloading would only add "
                         f"the cost of moving elements", goal)
     if not cuts:
@@ -202,7 +203,7 @@ def decide(s: Setting, cuts: Sequence[CutCosts], *, target: float | None = None,
         return Decision("offload", f"cut after {chosen.label}: {fewest} worker{'s' * (fewest != 1)} "
                         f"of {s.cores_per_worker:g} core{'s' * (s.cores_per_worker != 1)} are predicted to "
                         f"give {point.throughput:.1f} minibatches/s (target {goal:.1f}; local "
-                        f"{local:.1f} measured){volume}", goal, chosen, fewest, point.throughput, True)
+                        f"{local:.1f} {s.local_source}){volume}", goal, chosen, fewest, point.throughput, True)
     plateaus = {c.node: plateau(s, c, max_workers) for c in cuts}
     chosen = max(cuts, key=lambda c: plateaus[c.node].throughput)
     top = plateaus[chosen.node]
@@ -210,10 +211,10 @@ def decide(s: Setting, cuts: Sequence[CutCosts], *, target: float | None = None,
         return Decision("do not offload",
                         f"no cut is predicted to beat the local pipeline by {SPEEDUP_THRESHOLD - 1:.0%}: the "
                         f"best, after {chosen.label}, levels off at {top.throughput:.1f} minibatches/s "
-                        f"(bound: {top.bound}) against {local:.1f} local (measured)", goal, chosen)
+                        f"(bound: {top.bound}) against {local:.1f} local ({s.local_source})", goal, chosen)
     return Decision("offload", f"cut after {chosen.label}: the target {goal:.1f} is out of reach (bound: "
                     f"{top.bound}); {top.workers} worker{'s' * (top.workers != 1)} give the most, "
-                    f"{top.throughput:.1f} minibatches/s (local {local:.1f} measured)",
+                    f"{top.throughput:.1f} minibatches/s (local {local:.1f} {s.local_source})",
                     goal, chosen, top.workers, top.throughput, False)
 
 

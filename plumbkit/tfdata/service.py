@@ -366,6 +366,15 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
     raise ValueError(f"unknown pipeline kind {what!r}")
 
 
+def cpu_share(seconds: float = 0.3) -> float:
+    """Share of its cores this process gets right now: a pure Python spin, CPU over wall time
+    (about 1 on an idle core, less when neighbours take turns on it)."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - wall0 < seconds:
+        sum(range(200))
+    return (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-12)
+
+
 def handle(request: dict[str, Any], counter: Counter) -> Any:
     """Run one measuring request: ``{"kind": "loop" | "graph" | "collect", "pipeline": {...}}``.
 
@@ -373,8 +382,11 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
     (``take(1).cache().repeat()``: the consumer's ceiling); ``sub`` (the part up to the cut,
     local); ``upper`` (the part above the cut, fed a cached sample of the cut's elements);
     ``moved`` (a cached sample of the cut's elements served by the workers: the cost of moving
-    them); ``served`` (the pipeline cut and served).
+    them); ``served`` (the pipeline cut and served). ``{"kind": "share"}``: :func:`cpu_share`.
     """
+    if request["kind"] == "share":
+        counter.n += 1
+        return cpu_share(request.get("seconds", 0.3))
     ds = build(request["pipeline"])
     if request.get("repeat"):
         if int(ds.cardinality().numpy()) != tf.data.INFINITE_CARDINALITY:
@@ -396,6 +408,6 @@ def pipeline_request(ds: tf.data.Dataset) -> dict[str, Any]:
 
 
 __all__ = ["Counter", "PYTHON_OPS", "RewriteError", "build", "cached_sample", "client_part", "collect",
-           "decode_spec", "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate",
+           "cpu_share", "decode_spec", "distributed", "encode_spec", "graph_of", "graph_rate", "handle", "loop_rate",
            "measuring_job_name", "offloaded", "offloaded_from_request", "offloaded_graph", "pipeline_request",
            "python_nodes", "served_plan", "spliced", "sub_pipeline", "sub_pipeline_graph"]

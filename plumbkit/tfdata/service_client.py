@@ -11,6 +11,7 @@ are length-prefixed pickles on two pipes of the client's own.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -264,6 +265,7 @@ class InProcessClient:
                     or (watch.deadline is not None and now - start > watch.deadline)):
                 lost = self.cluster.lost_workers() if self.cluster is not None else []
                 raise _stall(elements, now - last_change, lost, watch, self.cluster is not None)
+        gc.collect()  # the request's iterators end now (see client_main)
         if "error" in box:
             err = box["error"]
             raise PipelineError(f"{type(err).__name__}: {err}") from err
@@ -282,6 +284,14 @@ def client_main(args: dict[str, Any]) -> None:
     def send(obj: Any) -> None:
         with lock:
             _send(responses, obj)
+
+    parent = os.getppid()
+
+    def orphaned() -> None:  # a measurement blocked inside TensorFlow must not outlive plumbkit
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=orphaned, daemon=True).start()
 
     import tensorflow as tf  # noqa: F401 - imported after pinning, so pools fit the cores
     from .service import Counter, handle
@@ -304,6 +314,9 @@ def client_main(args: dict[str, Any]) -> None:
         except Exception as err:  # noqa: BLE001 - the parent reports it
             answer = {"error": f"{type(err).__name__}: {_first_line(str(err))}",
                       "trace": traceback.format_exc()}
+        # The request's iterators (held in cycles by tf.functions) stop their threads and
+        # release their service jobs now, not whenever the collector next runs.
+        gc.collect()
         done.set()
         reporter.join()
         send({"progress": counter.n})
