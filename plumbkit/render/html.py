@@ -44,9 +44,12 @@ def plan_html(plan: "Plan") -> str:
                   f"{human_bytes(cache.budget)} budget" if cache.label else "no cache")
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.changes)
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
+    offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in getattr(plan, "options", ()))
     return (f"<div><b>minibatches/s</b>{table}"
             f"<div>prediction error {plan.prediction_error:.0%} (predicted {plan.predicted_throughput:,.1f}, "
             f"measured {plan.measured_throughput:,.1f})</div>"
             f"<div><b>LP allocation</b><ul>{lp}</ul></div><div><b>cache</b>: {cache_line} — "
             f"{html.escape(cache.why)}</div><div><b>changes</b><ul>{changes}</ul></div>"
-            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "") + "</div>")
+            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "")
+            + (f"<div><b>options (not applied: they change the order)</b><ul>{offered}</ul></div>" if offered else "")
+            + "</div>")
