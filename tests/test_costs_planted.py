@@ -50,7 +50,7 @@ def _measure(rounds: int = ROUNDS) -> tuple[dict[str, list[float]], list[float],
     pair, named = [], []
     before = _truth()
     for _ in range(rounds):
-        trace = plumbkit.trace(default_pipeline, seconds=3, converge=False)
+        trace = plumbkit.trace(default_pipeline, seconds=2, converge=False)
         after = _truth()
         truth = {k: (before[k] + after[k]) / 2 for k in before}
         before = after

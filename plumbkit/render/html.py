@@ -54,6 +54,7 @@ def plan_html(plan: "Plan") -> str:
     title = "changes (applied)" if plan.applied else "changes proposed (not applied: yours is returned)"
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.proposed_changes) or "<li>none</li>"
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
+    offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in getattr(plan, "options", ()))
     return (f"<div><div><b>{html.escape(plan.verdict)}</b></div><ul>{figures}</ul>"
             f"<b>minibatches/s</b>{table}"
             f"<div><b>LP allocation over your operators</b><ul>{lp or '<li>none</li>'}</ul>"
@@ -61,7 +62,9 @@ def plan_html(plan: "Plan") -> str:
             + (f"free in steady state (below a cache): {free}" if free else "") + "</div>"
             f"<div><b>cache</b>: {cache_line} — {html.escape(cache.why)}</div>"
             f"<div><b>{title}</b><ul>{changes}</ul></div>"
-            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "") + "</div>")
+            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "")
+            + (f"<div><b>options (not applied: they change the order)</b><ul>{offered}</ul></div>" if offered else "")
+            + "</div>")
 
 
 def partial_plan_html(plan: "Plan") -> str:

@@ -6,11 +6,11 @@ includes waiting for a core a heavy one holds; and an operator that waits (a sle
 fetch) shows wall time with almost no CPU. So each operator is run alone, in the pipeline's own
 execution mode (the same options and parallelism), and timed by the process CPU clock:
 
-- an operator reading one input: the graph with ``take(k).cache().repeat(R)`` spliced under it
-  (a sample of its real inputs, computed once), pulled from one long-lived iterator in chunks
-  consumed inside TensorFlow (no Python per element), minus the same sample read without the
-  operator; interleaved runs, medians;
-- a source (or ``from_generator``): its own first elements, driven the same way;
+- an operator reading one input: the graph with ``take(k).cache().repeat()`` spliced under it
+  (a sample of its real inputs, computed once), pulled by a graph loop from one long-lived
+  iterator (no Python per element, the iterator's start-up outside the timing), minus the same
+  sample read without the operator; runs interleaved, each timed from quiet to quiet, medians;
+- a source (or ``from_generator``): itself, repeated, driven the same way;
 - operators that only pass elements on (prefetch, repeat, take, ...) and several-input ones
   keep the trace's figures (labelled so).
 
@@ -54,7 +54,7 @@ NEXT_SECONDS = 0.003
 QUIET_SHARE, QUIET_STEP_SECONDS = 0.15, 0.003
 #: Wall seconds a timed run may last at most (an operator that mostly waits).
 TARGET_WALL_SECONDS = 0.05
-#: Timed runs of the operator (and of its sample alone), interleaved, after one warm-up pair.
+#: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up.
 ROUNDS = 3
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
