@@ -65,7 +65,7 @@ def curve_svg(plan: "OffloadPlan", *, width: int = 360, height: int = 170) -> st
              f'<line x1="{pad_l}" y1="10" x2="{pad_l}" y2="{height - pad_b}" stroke="#999"/>',
              f'<text x="2" y="14">{top / 1.15:.0f}</text>',
              f'<text x="2" y="{height - pad_b}">0</text>',
-             f'<text x="2" y="28" fill="#666">/s</text>',
+             '<text x="2" y="28" fill="#666">/s</text>',
              f'<text x="{width - 50}" y="{height - 2}">workers</text>']
     for x, _ in points:
         px, _y = xy(x, 0)
