@@ -102,6 +102,12 @@ def test_stop_button_ends_a_long_trace(ip):
     assert trace.ended == "stopped" and trace.elapsed < 10
 
 
+def test_terminal_ipython_gets_text_and_kernels_get_the_widget(ip):
+    from plumbkit.magics import has_widget_frontend
+    terminal = type("TerminalInteractiveShell", (InteractiveShell,), {})
+    assert has_widget_frontend(ip) and not has_widget_frontend(terminal.__new__(terminal))
+
+
 def test_cell_that_raises_and_cell_without_pipeline(ip, capsys):
     ip.run_cell_magic("plumb", "-s 1", "x = 1\nraise ValueError('boom from the user')")
     out = capsys.readouterr()
