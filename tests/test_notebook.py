@@ -271,7 +271,7 @@ def test_ctrl_c_ends_a_one_shot_optimization_and_changes_nothing(ip, shown):
     ip.rl_next_input = None
     ip.run_cell(DET)
     before = dict(ip.user_ns)
-    returned = threading.Event()
+    returned, labels = threading.Event(), []
 
     def press_ctrl_c() -> None:  # once the optimization runs; again if Python dropped it
         while not returned.wait(0.1):
@@ -279,6 +279,7 @@ def test_ctrl_c_ends_a_one_shot_optimization_and_changes_nothing(ip, shown):
             if op is not None and op.name == "optimize" and op.measurements:
                 if op.cancelled:
                     return
+                labels.append(magics(ip).last_widget.optimize.cancel_button.description)
                 _thread.interrupt_main()
                 time.sleep(1.0)
     presser = threading.Thread(target=press_ctrl_c)
@@ -295,6 +296,8 @@ def test_ctrl_c_ends_a_one_shot_optimization_and_changes_nothing(ip, shown):
     assert took < 1.5 + 2 + 10, took
     assert plan is not None and plan.partial and "interrupted (Ctrl-C) while" in plan.notes[0]
     assert "interrupt" in widget.optimize.message.value
+    assert labels[0] == "interrupt ■ to stop"  # clicks wait for the cell: the button says so
+    assert widget.optimize.cancel_button.description == "Cancel"
     assert "plumbed_ds" not in ip.user_ns and ip.rl_next_input in (None, "")
     assert {k for k in ip.user_ns if k not in before} <= {"plumb_widget", "_", "__", "___"}
     settle()
