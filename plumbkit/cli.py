@@ -81,21 +81,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_with_progress(trace, pipeline, seconds: float):
+def _trace_with_progress(trace, pipeline, seconds: float, calibrate: bool = True):
     """``trace`` with a progress bar (elapsed of the longest time, throughput so far)."""
     progress = ProgressPrinter(sys.stdout)
 
     def update(t) -> None:
         progress("tracing", t.elapsed / max(seconds, 1e-9), f"{t.throughput:,.1f} minibatches/s so far")
     try:
-        return trace(pipeline, seconds=seconds, on_update=update, update_interval=0.5)
+        return trace(pipeline, seconds=seconds, on_update=update, update_interval=0.5, calibrate=calibrate)
     finally:
         progress.close()
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from .engine import trace
-    traced = _trace_with_progress(trace, _load_pipeline(args.pipeline), args.seconds)
+    traced = _trace_with_progress(trace, _load_pipeline(args.pipeline), args.seconds,
+                                  calibrate=not args.no_calibrate)
     print(traced)
     if traced.partial:
         print(f"plumbkit: {traced.ended}; the trace above is what was measured so far")
@@ -125,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("pipeline")
     trace.add_argument("--seconds", type=float, default=10.0)
     trace.add_argument("--save", help="write the trace as JSON")
+    trace.add_argument("--no-calibrate", action="store_true",
+                       help="skip running each operator alone after the trace (CPU shares stay "
+                            "traced wall time)")
     trace.set_defaults(func=cmd_trace)
     try:
         from . import bench

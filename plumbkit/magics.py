@@ -14,8 +14,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
 class PlumbUsageError(ValueError):
@@ -65,7 +65,13 @@ def _zero_arg_factory(value: Any) -> bool:
 
 
 def find_pipeline(cell: str, namespace: dict, last_value: Any, var: str | None) -> tuple[Any, str]:
-    """(pipeline, how it was found); raises PlumbUsageError with a one-line explanation."""
+    """(pipeline, how it was found); raises PlumbUsageError with a one-line explanation.
+
+    Looks, in order, at ``--var``, the cell's last expression, the datasets the cell assigned,
+    and the zero-argument functions it defines whose code visibly returns a tf.data chain
+    (read with ``ast``: no function is called to find out, see :mod:`plumbkit.export.cell`).
+    """
+    from .export.cell import dataset_factories
     if var:
         if var not in namespace:
             raise PlumbUsageError(f"no variable {var!r} in the namespace")
@@ -77,19 +83,14 @@ def find_pipeline(cell: str, namespace: dict, last_value: Any, var: str | None) 
     if _is_dataset(last_value):
         return last_value, "the cell's last expression"
     candidates = [n for n in _assigned_names(cell) if n in namespace and _is_dataset(namespace[n])]
-    factories = [n for n in _assigned_names(cell) if n in namespace and _zero_arg_factory(namespace[n])
-                 and not _is_dataset(namespace[n])]
     if candidates:
         return namespace[candidates[-1]], f"variable {candidates[-1]}" + (
             f" (the last of {candidates})" if len(set(candidates)) > 1 else "")
-    for name in reversed(factories):
-        try:
-            if _is_dataset(namespace[name]()):
-                return namespace[name], f"function {name}()"
-        except Exception:  # noqa: BLE001 - not a pipeline factory, keep looking
-            continue
+    factories = [n for n in dataset_factories(cell) if n in namespace and callable(namespace[n])]
+    if factories:
+        return namespace[factories[-1]], f"function {factories[-1]}()"
     raise PlumbUsageError("no tf.data pipeline in this cell: end it with the dataset, assign one, "
-                          "or name it with --var")
+                          "define a function that returns one, or name it with --var")
 
 
 def has_widget_frontend(shell: Any) -> bool:

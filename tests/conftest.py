@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import statistics  # noqa: E402
 import time  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
@@ -15,24 +16,43 @@ tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
 
 
-def isolated_seconds_per_element(fn, *, n: int = 600, dtype=tf.int64) -> float:
-    """Seconds ``fn`` costs per element, measured alone and sequentially (one thread: wall = CPU).
-
-    Drives the map with batched output (Python's per-element cost would swamp cheap maps)
-    and subtracts the same pipeline without the map.
+def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5) -> float:
+    """CPU seconds ``fn`` costs per element, alone over a cheap source (``range``) in the
+    execution mode ``options`` set (None: TensorFlow's defaults), timed by the process CPU
+    clock, the output driven by ``reduce`` (no Python per element), minus the same source
+    without ``fn``; ``n`` elements minus ``n / 4`` (so each run's start-up — threads, function
+    instantiation — cancels); runs interleaved, medians. Independent of plumbkit's own code:
+    the truth the estimates are checked against.
     """
-    def run(with_fn: bool) -> float:
-        ds = tf.data.Dataset.range(n)
+    def runner(with_fn: bool, count: int):
+        ds = tf.data.Dataset.range(count)
         if with_fn:
             ds = ds.map(fn)
-        ds = ds.batch(100).with_options(sequential_options())
-        for _ in ds:  # warm-up: function tracing, thread start
-            break
-        t0 = time.perf_counter()
-        for _ in ds:
-            pass
-        return time.perf_counter() - t0
-    return max(1e-9, (min(run(True) for _ in range(3)) - min(run(False) for _ in range(3))) / n)
+        if options is not None:
+            ds = ds.with_options(options)
+        run = tf.function(lambda: ds.reduce(tf.constant(0, tf.int64), lambda c, _: c + 1))
+        run()  # traced once, warm
+        return run
+
+    small = n // 4
+    runs = {(f, k): runner(f, k) for f in (True, False) for k in (n, small)}
+    times: dict[tuple, list[float]] = {key: [] for key in runs}
+    for r in range(rounds):
+        for key in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+            c0 = time.process_time()
+            runs[key]()
+            times[key].append(time.process_time() - c0)
+    med = {key: statistics.median(v) for key, v in times.items()}
+    with_fn = med[(True, n)] - med[(True, small)]
+    without = med[(False, n)] - med[(False, small)]
+    return max(1e-9, (with_fn - without) / (n - small))
+
+
+def isolated_seconds_per_element(fn, *, n: int = 400, dtype=tf.int64) -> float:
+    """Seconds ``fn`` costs per element alone, run as written and sequentially with intra-op
+    pinned to one thread (the pinned tests' execution mode), in process CPU time (on a busy
+    machine wall time would count waiting for a core)."""
+    return cpu_seconds_per_element(fn, sequential_options(), n=n)
 
 
 def heavy(x):

@@ -101,6 +101,10 @@ def test_trace_command_loads_a_file_and_saves_the_trace(tmp_path, capsys):
                       "    return tf.data.Dataset.range(10**6).map(lambda x: x * 2).batch(8)\n")
     saved = tmp_path / "trace.json"
     assert cli.main(["trace", f"{source}:make_ds", "--seconds", "1", "--save", str(saved)]) == 0
-    assert "minibatches/s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "minibatches/s" in out and "calibrated alone" in out
     loaded = plumbkit.Trace.load(saved)
     assert loaded.throughput > 0 and [o.label for o in loaded.ops][-1] == "range"
+    assert loaded.calibrated and loaded.op("map(lambda)").cpu_from == "calibrated alone"
+    assert cli.main(["trace", f"{source}:make_ds", "--seconds", "1", "--no-calibrate"]) == 0
+    assert "not yet calibrated" in capsys.readouterr().out

@@ -69,3 +69,19 @@ def test_exported_cell_runs_and_yields_the_same_elements():
     a = list(before["ds"].as_numpy_iterator())
     b = list(after["ds"].as_numpy_iterator())
     assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_thread_pool_is_raised_in_an_options_object_before_the_pipeline_and_idempotent():
+    source = ("import tensorflow as tf\n"
+              "ds = tf.data.Dataset.range(100).map(fetch)  # a remote call\n"
+              "ds = ds.batch(8)\n"
+              "ds\n")
+    changes = [Change("parallelism", "map(fetch)", "n1", 11, ""), Change("threadpool", "batch(8)", "n2", 13, "")]
+    out = rewrite_source(source, changes)
+    assert "map(fetch, num_parallel_calls=11)  # a remote call" in out
+    assert "_plumbkit_options.threading.private_threadpool_size = 13\nds = ds.batch(8).with_options(_plumbkit_options)" in out
+    assert rewrite_source(out, changes) == out
+    assert "private_threadpool_size = 20" in rewrite_source(out, [Change("threadpool", "batch(8)", "n2", 20, "")])
+    namespace = {"fetch": lambda x: x + 1}
+    exec(out, namespace)  # noqa: S102 - the exported cell runs
+    assert namespace["ds"].options().threading.private_threadpool_size == 13

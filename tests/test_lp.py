@@ -47,3 +47,56 @@ def test_infeasible_hedge_is_a_clear_error():
 def test_bad_cores():
     with pytest.raises(LPError, match="cores"):
         solve_cpu_lp({"a": 1.0}, cores=0)
+
+
+# -- the resource LP: cores, calls in flight, the GIL ----------------------------------------------
+
+from plumbkit.analysis.costs import capacity, classify  # noqa: E402
+from plumbkit.planning.lp import GIL, Demand, solve_resource_lp  # noqa: E402
+
+
+def test_tfdata_paper_worked_example_with_concurrency_is_25ms():
+    # reading 5 ms an element (it waits), the map 2 ms, batching 10 elements 1 ms; interleave
+    # parallelism 2, map parallelism 10: max(10*5/2, 10*2/10, 1) = 25 ms a batch
+    demands = [Demand("read", cpu=0.0, latency=10 * 0.005, max_threads=2),
+               Demand("map", cpu=10 * 0.002, max_threads=10), Demand("batch", cpu=0.001, max_threads=1)]
+    sol = solve_resource_lp(demands, cores=100)
+    assert 1 / sol.throughput == pytest.approx(0.025, rel=1e-3)
+    assert sol.binding == "read" and sol.threads["read"] == pytest.approx(2, rel=1e-3)
+
+
+def test_a_waiting_operator_gets_calls_in_flight_above_the_cores_and_charges_only_its_cpu():
+    fetch = Demand("fetch", cpu=8 * 100e-6, latency=8 * 8e-3, max_threads=64)  # 8 elements a batch
+    sol = solve_resource_lp([fetch, Demand("parse", cpu=8 * 50e-6)], cores=2)
+    assert sol.throughput == pytest.approx(64 / (8 * 8e-3), rel=1e-4)  # 1000 batches/s, 64 calls
+    assert sol.binding == "fetch" and sol.threads["fetch"] == pytest.approx(64, rel=1e-3)
+    assert sum(sol.theta.values()) <= 2 + 1e-6 and sol.theta["fetch"] >= 8 * 100e-6 * sol.throughput - 1e-6
+
+
+def test_python_operators_and_the_consumer_share_one_core_whatever_the_threads():
+    tokenize = Demand("tokenize", cpu=16 * 300e-6, gil=True)  # 4.8 ms of Python a batch
+    sol = solve_resource_lp([tokenize, Demand("pad", cpu=16 * 10e-6)], cores=8, consumer_gil=0.2e-3)
+    assert sol.throughput == pytest.approx(1 / (16 * 300e-6 + 0.2e-3), rel=1e-4)
+    assert sol.binding == GIL
+    more_cores = solve_resource_lp([tokenize], cores=64, consumer_gil=0.2e-3)
+    assert more_cores.throughput == pytest.approx(sol.throughput, rel=1e-6)
+
+
+def test_one_call_at_a_time_waits_most_of_its_time_is_latency_bound():
+    assert classify(100e-6, probed_latency=8e-3, probe_cpu=110e-6) == "latency"
+    assert classify(900e-6, probed_latency=1.1e-3, probe_cpu=950e-6) == "cpu"  # a busy core, not waiting
+    assert classify(900e-6, probed_latency=None, probe_cpu=None) == "cpu"
+    assert classify(0.0, probed_latency=None, probe_cpu=None) is None
+
+
+def test_capacity_counts_cores_the_thread_pool_and_the_gil():
+    common = dict(visit_ratio=8, sequential=False, cores=2, threadpool=2)
+    cpu_op = capacity(cpu=1e-3, latency=1e-3, bound="cpu", holds_gil=False, parallelism=4, **common)
+    assert cpu_op == pytest.approx(2 / (8 * 1e-3))  # 4 threads, 2 cores
+    waiting = capacity(cpu=1e-4, latency=8e-3, bound="latency", holds_gil=False, parallelism=16, **common)
+    assert waiting == pytest.approx(2 / (8 * 8e-3))  # 16 calls asked, the pool runs 2
+    raised = capacity(cpu=1e-4, latency=8e-3, bound="latency", holds_gil=False, parallelism=16,
+                      visit_ratio=8, sequential=False, cores=2, threadpool=32)
+    assert raised == pytest.approx(16 / (8 * 8e-3))
+    python = capacity(cpu=1e-3, latency=1e-3, bound="cpu", holds_gil=True, parallelism=4, **common)
+    assert python == pytest.approx(1 / (8 * 1e-3))

@@ -1,10 +1,13 @@
 """Trace -> analysis: operational analysis of a traced pipeline (Plumber §4.4, Appendix A).
 
 From the runtime counters over a steady-state window this derives, per user operator: visit
-ratio ``V_i``, CPU core-seconds ``U_i`` (calibrated so their sum matches the process CPU),
-resource-accounted rate ``R_i = (C_i / U_i) / V_i``, CPU share and utilization, bytes per
-element, cardinality and materialized size, and whether the operator may be cached. Pure
-Python: it reads :mod:`plumbkit.model` records only.
+ratio ``V_i``, CPU core-seconds ``U_i``, resource-accounted rate ``R_i = (C_i / U_i) / V_i``,
+CPU share and utilization, bytes per element, cardinality and materialized size, and whether
+the operator may be cached. ``U_i`` is the operator's CPU per element *calibrated alone*
+(:mod:`plumbkit.analysis.costs`) times the elements it produced in the pipeline; without a
+calibration (a live trace still running) it falls back to the traced wall self time, scaled so
+the operators' sum matches the process CPU, and says so. Pure Python: it reads
+:mod:`plumbkit.model` records only.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ..model.costs import Calibration
 from ..model.pipeline import FILE_SOURCE_KINDS, Pipeline, family
 from ..model.samples import NodeSample, RawTrace, Snapshot
+from .costs import CALIBRATED, capacity, operator_cost
 from .runtime_map import RuntimeMap, map_runtime
 
 #: Bytes of framing per record that a reader consumes but does not produce.
@@ -51,13 +56,27 @@ class OpStats:
     runtime: str  # runtime node name(s), e.g. "ParallelMapV2", "MapAndBatch"
     note: str = ""  # e.g. "fused with batch(32) into MapAndBatch by tf.data"
     injected: bool = False  # added by tf.data, not in the user's code
+    # The three facts (see plumbkit.analysis.costs) and where each figure comes from.
+    cpu_per_element: float | None = None  # c_i, CPU seconds per element
+    cpu_from: str = ""  # "calibrated alone" or "trace wall time, scaled"
+    latency_per_element: float | None = None  # l_i, wall seconds per element, one call at a time
+    latency_from: str = ""
+    wall_per_element: float | None = None  # traced self time per element, in the pipeline
+    bound: str | None = None  # "cpu" or "latency"
+    holds_gil: bool = False  # runs Python: shares one core with every other GIL holder
 
     @property
     def capacity(self) -> float:
-        """Throughput this operator sustains with its current parallelism: theta_i * R_i."""
+        """Throughput this operator sustains with its current parallelism, ignoring how many
+        cores the machine has (see :func:`current_capacity` for the machine's)."""
         if self.rate_per_core is None:
             return math.inf
-        return self.rate_per_core * (self.parallelism or 1)
+        if self.cpu_per_element is None:
+            return self.rate_per_core * (self.parallelism or 1)
+        unlimited = 1 << 30
+        return capacity(visit_ratio=self.visit_ratio, cpu=self.cpu_per_element, latency=self.latency_per_element,
+                        bound=self.bound, holds_gil=self.holds_gil, parallelism=self.parallelism,
+                        sequential=self.sequential, cores=unlimited, threadpool=unlimited)
 
 
 @dataclass
@@ -79,6 +98,10 @@ class Analysis:
     records_read: int = 0
     max_rss: int = 0
     runtime_map: RuntimeMap = field(default_factory=RuntimeMap)
+    calibrated: bool = False  # CPU per operator measured alone (else: traced wall time, scaled)
+    consumer_cpu_per_batch: float | None = None  # the Python consumer's own next(), holds the GIL
+    threadpool: int = 0  # tf.data's thread pool for parallel calls (0: one thread per core)
+    over_attributed_share: float = 0.0  # calibrated CPU above the process CPU (noise, or cheaper in the pipeline)
 
 
 #: Fewer snapshots than this after warm-up: measure from the start (zero counters) instead.
@@ -117,7 +140,8 @@ def _d(pair: tuple[NodeSample, NodeSample | None], attr: str) -> int:
 
 
 def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, int] | None = None,
-            file_sizes: Mapping[str, int] | None = None, source_exact: bool = True) -> Analysis:
+            file_sizes: Mapping[str, int] | None = None, source_exact: bool = True,
+            calibration: Calibration | None = None) -> Analysis:
     """Operational analysis of ``raw`` for ``pipeline`` (see the module docstring)."""
     snaps = raw.snapshots
     cardinalities = cardinalities or {}
@@ -130,7 +154,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     seen: set[int] = set()
     for s in snaps:
         if not set(s.nodes) <= seen:
-            map_runtime(pipeline, s.nodes, into=rmap)
+            map_runtime(pipeline, s.nodes, into=rmap, epochs_repeated=raw.epochs_repeated)
             seen |= set(s.nodes)
     deltas = _deltas(snaps, start, end)
     last = snaps[end]
@@ -148,7 +172,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     for rid, pair in deltas.items():
         role, owner = rmap.role.get(rid), rmap.owner.get(rid)
         ns = _d(pair, "processing_ns") / 1e9
-        if role in (None, "root", "injected"):
+        if role in (None, "root", "injected", "epochs"):
             wall_unowned += ns
             continue
         wall[owner] = wall.get(owner, 0.0) + ns
@@ -160,22 +184,27 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0)
     wall_total = sum(wall.values()) + wall_unowned
     scale = min(1.0, cpu_total / wall_total) if wall_total > 0 else 1.0
-    attributed = sum(wall.values()) * scale
-    unattributed = max(0.0, cpu_total - attributed) / cpu_total if cpu_total > 0 else 0.0
 
     random_below = _random_below(pipeline)
     card = _cardinalities(pipeline, cardinalities, elements, file_sizes or {}, reader)
 
+    threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
     ops: list[OpStats] = []
     for op in pipeline:
         C = produced.get(op.name)
         U = wall.get(op.name, 0.0) * scale
         V = visits.get(op.name)
+        cost = operator_cost(op.name, op.label, holds_gil=op.holds_gil, calibration=calibration,
+                             traced_cpu=U / C if C else None,
+                             traced_wall=wall.get(op.name, 0.0) / C if C else None)
         fused_into = rmap.fused.get(op.name)
+        idle = not C and op.name in rmap.below_filled_cache  # e.g. under a filled cache
         runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
         sample = own.get(op.name)
         parallelism = _parallelism(op, sample)
-        if fused_into and op.kind != "map" and sample is None:
+        if cost.cpu_from == CALIBRATED and C:
+            U = cost.cpu * C  # CPU measured alone, times the elements it produced here
+        elif fused_into and op.kind != "map" and sample is None:
             U = 0.0  # the fused node's work is the map's
         rate = None
         if C and V:
@@ -191,8 +220,13 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         if fused_into:
             partner = [o.label for o in pipeline if rmap.fused.get(o.name) == fused_into and o.name != op.name]
             note = f"fused with {', '.join(partner)} into {fused_into} by tf.data"
+        elif not C and op.name in rmap.below_filled_cache:
+            note = (f"not running: below the filled {rmap.below_filled_cache[op.name]} "
+                    f"(it ran while the cache filled)")
         elif op.name in rmap.eliminated:
             note = "removed by tf.data's static optimizations"
+        elif not C and sample is None:
+            note = "did not run during the trace"
         elif runtime and family(runtime) != family(op.op):
             note = f"runs as {runtime}"
         elif sample is not None and op.op.startswith(("Map", "Batch")) and runtime.startswith("Parallel"):
@@ -203,11 +237,14 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
             cpu_share=U / cpu_total if cpu_total > 0 else 0.0,
             utilization=U / (T * theta) if C else None, cpu_seconds=U, elements=int(C or 0),
             # X_i = V_i X_0 (sampling misses the short-lived nodes under a fast repeat)
-            elements_per_second=V * throughput if V is not None else (C or 0) / T,
+            elements_per_second=V * throughput if V is not None and not idle else (C or 0) / T,
             bytes_per_element=bpe, cardinality=n,
             materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
             random=random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
-            note=note,
+            note=note, cpu_per_element=(U / C if C else cost.cpu), cpu_from=cost.cpu_from if C else "",
+            latency_per_element=cost.latency, latency_from=cost.latency_from,
+            wall_per_element=wall.get(op.name, 0.0) / C if C else None,
+            bound=cost.bound if C else None, holds_gil=op.holds_gil,
         ))
     for rid, above in rmap.injected.items():
         pair = deltas.get(rid)
@@ -222,6 +259,9 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
             cache_note="added by tf.data", random=False, buffer_fill=_buffer_fill(pair[0]),
             runtime=pair[0].name, note="inserted by tf.data (inject_prefetch)", injected=True,
         ))
+    attributed = sum(o.cpu_seconds for o in ops)
+    unattributed = max(0.0, cpu_total - attributed) / cpu_total if cpu_total > 0 else 0.0
+    over = max(0.0, attributed - cpu_total) / cpu_total if cpu_total > 0 else 0.0
     files = {f for op in pipeline for f in op.files}
     sizes = file_sizes or {}
     source_bytes = sum(sizes.get(f, 0) for f in files) if files else None
@@ -231,6 +271,9 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         source_bytes=source_bytes, source_files=len(files), source_exact=source_exact,
         files_opened=_files_opened(pipeline, rmap, snaps), bytes_read=reader["bytes"] + reader["framing"],
         records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
+        calibrated=calibration is not None and any(o.cpu_from == CALIBRATED for o in ops),
+        consumer_cpu_per_batch=calibration.consumer_cpu_per_batch if calibration is not None else None,
+        threadpool=threadpool, over_attributed_share=over,
     )
 
 
@@ -470,11 +513,23 @@ def _files_opened(pipeline: Pipeline, rmap: RuntimeMap, snaps: list[Snapshot]) -
     return total
 
 
+def current_capacity(o: OpStats, analysis: Analysis) -> float:
+    """Minibatches/s operator ``o`` sustains as configured now, on this machine's cores and
+    tf.data's thread pool (see :func:`plumbkit.analysis.costs.capacity`)."""
+    if o.rate_per_core is None:
+        return math.inf
+    if o.cpu_per_element is None or not o.visit_ratio:
+        return o.rate_per_core * min(o.parallelism or 1, analysis.cores)
+    return capacity(visit_ratio=o.visit_ratio, cpu=o.cpu_per_element, latency=o.latency_per_element,
+                    bound=o.bound, holds_gil=o.holds_gil, parallelism=o.parallelism, sequential=o.sequential,
+                    cores=analysis.cores, threadpool=analysis.threadpool or analysis.cores)
+
+
 def bottleneck(analysis: Analysis) -> OpStats | None:
-    """The operator with the lowest capacity ``theta_i R_i`` under the current configuration
-    (operators below :data:`MIN_BOTTLENECK_SHARE` of the process CPU are never named)."""
+    """The operator with the lowest capacity under the current configuration (operators below
+    :data:`MIN_BOTTLENECK_SHARE` of the process CPU are never named, unless they wait)."""
     candidates = [o for o in analysis.ops if o.rate_per_core is not None and math.isfinite(o.rate_per_core)
-                  and o.cpu_share >= MIN_BOTTLENECK_SHARE and not o.injected]
+                  and (o.cpu_share >= MIN_BOTTLENECK_SHARE or o.bound == "latency") and not o.injected]
     if not candidates:
         return None
-    return min(candidates, key=lambda o: o.rate_per_core * min(o.parallelism or 1, analysis.cores))
+    return min(candidates, key=lambda o: current_capacity(o, analysis))

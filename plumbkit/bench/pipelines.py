@@ -146,8 +146,9 @@ def planted_skewed(elements: int = 8000) -> Factory:
                     .with_options(sequential_options()))
 
 
-def planted_three_maps() -> Factory:
-    """Three tunable maps of cost 4 : 2 : 1 (planted TF work), run as written, one thread each."""
+def planted_three_maps(defaults: bool = False) -> Factory:
+    """Three tunable maps of cost 4 : 2 : 1 (planted TF work), run as written, one thread each
+    (``defaults``: under TensorFlow's default options instead, maps parallelized by tf.data)."""
     def heavy(x):
         return examples.planted_work(x, 64)
 
@@ -156,8 +157,28 @@ def planted_three_maps() -> Factory:
 
     def light(x):
         return examples.planted_work(x, 16)
-    return lambda: (tf.data.Dataset.range(10**9).map(heavy).map(medium).map(light).batch(16)
-                    .with_options(sequential_options()))
+
+    def make() -> tf.data.Dataset:
+        ds = tf.data.Dataset.range(10**9).map(heavy).map(medium).map(light).batch(16)
+        return ds if defaults else ds.with_options(sequential_options())
+    return make
+
+
+def planted_chain(maps: int = 6) -> Factory:
+    """``range`` -> ``maps`` planted maps of growing cost -> ``batch``: ``maps + 2`` operators
+    under TensorFlow's defaults (what the calibration's cost is measured on)."""
+    def stage(units: int):
+        def work(x):
+            return examples.planted_work(tf.cast(x, tf.int64), units)
+        work.__name__ = f"work{units}"
+        return work
+
+    def make() -> tf.data.Dataset:
+        ds = tf.data.Dataset.range(10**9)
+        for k in range(maps):
+            ds = ds.map(stage(4 * (k + 1)))
+        return ds.batch(16)
+    return make
 
 
 def waveform(i: tf.Tensor) -> tf.Tensor:

@@ -19,9 +19,11 @@ from typing import Any, Callable
 import psutil
 
 from ..engine import baselines, optimize, pick_best, trace, walk
+from ..host.machine import available_cores
 from ..engine.measuring import measure
 from ..tfdata.graph import dataset_at, serialized_graph
 from . import pipelines as bench_pipelines
+from .accuracy import operator_errors, summary as accuracy_summary
 from .cancel import cancel_latency
 from .overhead import overhead as tracing_overhead
 
@@ -36,7 +38,8 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    return {"cpu": cpu, "cores": psutil.cpu_count(), "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+    return {"cpu": cpu, "cores": available_cores(), "host_cores": psutil.cpu_count(),
+            "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
             "tensorflow": tf.__version__, "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M")}
 
@@ -240,6 +243,26 @@ def markdown(report: dict) -> str:
                 lines.append(f"| {c['pipeline']} | {row['seconds']:g} | {row['operator']} | {row['predicted']:.0f} | "
                              f"{row['true']:.0f} | {100 * row['error']:.1f}% |")
         lines.append("")
+    if report.get("accuracy"):
+        acc = accuracy_summary(report["accuracy"])
+        lines += ["## CPU per operator: estimate vs truth", "",
+                  "Truth: the sub-pipeline ending at the operator minus the one ending at its input, "
+                  "process CPU, `reduce`-driven, long run minus short run. *Before*: the trace's wall "
+                  "self time scaled to the process CPU (the first version); *after*: calibrated alone. "
+                  "Error of the per-core rate.", "",
+                  f"Median error over {acc['operators']} operators: before {100 * acc['median_before']:.0f}%, "
+                  f"after {100 * acc['median_after']:.0f}%.", "",
+                  "| pipeline | operator | truth µs/elem | before µs | before error | after µs | after error |",
+                  "|---|---|---|---|---|---|---|"]
+        for res in report["accuracy"]:
+            for r in res["rows"]:
+                lines.append(f"| {res['pipeline']} | {r['operator']} | {_us(r['truth'])} | {_us(r['before'])} | "
+                             f"{_pct(r['before_error'])} | {_us(r['after'])} | {_pct(r['after_error'])} |")
+        lines += ["", "| pipeline | operators | calibrated | calibration (s) |", "|---|---|---|---|"]
+        for res in report["accuracy"]:
+            lines.append(f"| {res['pipeline']} | {res['operators']} | {res['calibrated']} | "
+                         f"{res['calibration_seconds']:.2f} |")
+        lines.append("")
     if report["overhead"]:
         lines += ["## Tracing overhead", "",
                   "Medians of interleaved rounds; *with widget* is the same trace drawn by the `%%plumb` live "
@@ -274,6 +297,14 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _us(x: float | None) -> str:
+    return "—" if x is None else f"{x * 1e6:,.1f}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="bench-report", help="folder for report.md, report.json and PNGs")
     parser.add_argument("--quick", action="store_true", help="one small pipeline, a few seconds (CI)")
@@ -292,6 +323,18 @@ def step_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Calla
     for name in ("image (cacheable)", "speech"):
         if name in pipelines:
             targets[f"{name.split(' ')[0]} from naive"] = (lambda make: lambda: baselines.naive(make()))(pipelines[name])
+    return targets
+
+
+def accuracy_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Callable]:
+    """Pipelines whose per-operator CPU is checked against the truth: every bench pipeline as the
+    user wrote it, plus two under tf.data's defaults (parallel maps, no pinning) and an
+    eight-operator chain (the calibration's cost goal: under 3 s)."""
+    if quick:
+        return {k: v for k, v in pipelines.items() if k == "skewed"}
+    targets = dict(pipelines)
+    targets["three maps, defaults"] = bench_pipelines.planted_three_maps(defaults=True)
+    targets["eight operators"] = bench_pipelines.planted_chain(maps=6)
     return targets
 
 
@@ -319,12 +362,15 @@ def run(args: argparse.Namespace) -> int:
         pipelines = {k: v for k, v in pipelines.items() if k in wanted}
     report: dict[str, Any] = {"machine": machine(), "rounds": rounds, "seconds": seconds,
                               "end_to_end": [], "stepping": [], "cache": [], "overhead": [], "cancel": [],
-                              "plots": []}
+                              "plots": [], "accuracy": []}
     for name, make in pipelines.items():
         report["end_to_end"].append(end_to_end(name, make, seconds=seconds, rounds=rounds, log=log))
     for name, make in step_targets(pipelines, quick).items():
         report["stepping"].append(stepping(name, make, steps=2 if quick else 5, seeds=1 if quick else 3,
                                            seconds=seconds, log=log))
+    for name, make in accuracy_targets(pipelines, quick).items():
+        report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 1.0,
+                                                  log=log, rounds=1 if quick else 3))
     if quick:  # the same code paths, on the small pipeline
         finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
         report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..model.costs import Calibration
+from ..model.errors import PipelineError
 from ..tfdata import run
 from ..tfdata.disk import measure_read_bandwidth
 from ..tfdata.run import measurable
@@ -21,14 +23,32 @@ from .tracing import trace
 if TYPE_CHECKING:
     import tensorflow as tf
 
-__all__ = ["Progress", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
+__all__ = ["Progress", "calibrated_measure", "disk_bound", "ideal_throughput", "measure", "one_epoch_batches"]
 
 
-def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None) -> Trace:
-    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first)."""
+def measure(ds: "tf.data.Dataset", *, seconds: float, warmup_batches: int = 0, cores: int | None = None,
+            calibrate: bool | Calibration = False) -> Trace:
+    """Trace ``ds`` in steady state (epochs repeated; ``warmup_batches`` consumed first).
+
+    Not calibrated by default (a throughput measurement needs none); ``calibrate=True`` where a
+    decision is made from the trace, or a :class:`Calibration` to reuse (a rebuilt pipeline).
+    A pipeline that raises while being measured is not measured: PipelineError, one line.
+    """
     checkpoint()
-    return trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
-                 min_seconds=min(2.0, seconds))
+    t = trace(measurable(ds), seconds=seconds, warmup_batches=warmup_batches, cores=cores,
+              min_seconds=min(2.0, seconds), calibrate=calibrate)
+    if t.ended == "error":
+        raise PipelineError(f"the pipeline raised while being measured, after "
+                            f"{t.raw.snapshots[-1].batches if t.raw.snapshots else 0:,} minibatches: {t.raw.error}")
+    return t
+
+
+def calibrated_measure(ds: "tf.data.Dataset", t: Trace) -> Trace:
+    """``t`` (a measurement of ``ds``) with per-operator costs calibrated, if it has none yet."""
+    if t.calibrated:
+        return t
+    from .calibration import calibrated
+    return calibrated(measurable(ds), t)
 
 
 def ideal_throughput(ds: "tf.data.Dataset", **kwargs) -> float:

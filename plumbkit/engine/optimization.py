@@ -6,13 +6,15 @@ names; every one called *predicted* comes from the model (the LP) and is labelle
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping
 
-from ..model.plan import CacheDecision, Change
+from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import decide
 from ..planning.lp import LPSolution
 from ..tfdata.graph import pipeline_of, resolve_pipeline
+from ..tfdata.memory_guard import fill_cache
 from ..tfdata.rebuild import apply_changes
 from . import baselines as configurations
 from .measuring import Progress, disk_bound, ideal_throughput, measure, one_epoch_batches
@@ -53,6 +55,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     warmup_batches: int = 0  # batches consumed to fill the cache before measuring
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
+    options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
 
     @property
     def prediction_error(self) -> float:
@@ -72,6 +75,7 @@ class Plan:
         lines += [f"  - {c}" for c in self.changes]
         lines += [f"  {k}: {v:.2f} minibatches/s (measured)" for k, v in self.baselines.items()]
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  {o}" for o in self.options]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -89,7 +93,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ds = resolve_pipeline(pipeline)
     total = rounds + (4 if compare else 1)
     progress("tracing your pipeline", 0.0)
-    original = measure(ds, seconds=seconds, cores=cores)
+    original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
     user_root = pipeline_of(ds).root
     progress("measuring the consumer's ideal bound and the disk", 0.5 / total)
@@ -99,20 +103,33 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                        bounds=bounds, disk_bound=disk)
     changes, cache = list(decisions.changes), decisions.cache
     progress("round 1: LP parallelism, cache, prefetch", 1 / total)
-    candidate = apply_changes(ds, decisions.changes)
+    candidate = apply_changes(ds, decisions.changes, cache_limit=cache.budget if cache.node else None)
     warm = one_epoch_batches(original, cache.node) if cache.node else 0
-    notes: list[str] = []
+    notes: list[str] = list(decisions.notes)
     if warm and warm / max(original.throughput, 1e-9) > MAX_WARMUP_SECONDS:
         notes.append(f"one epoch takes ~{warm / original.throughput:.0f} s, longer than plumbkit waits "
                      f"to fill the cache ({MAX_WARMUP_SECONDS:.0f} s): the measured throughput is "
-                     f"with a cold cache, the prediction is for a warm one")
+                     f"with a cold cache, the prediction is for a warm one; the cache's fill is "
+                     f"guarded and stops with an error naming it if it passes the budget")
         warm = 0
+    overflow = fill_cache(candidate, warm, seconds=2 * MAX_WARMUP_SECONDS) if warm else None
+    if overflow:  # the estimate was too low: plan again without a cache
+        budget = cache.budget
+        decisions = decide(original, cores=cores, memory_budget=0, root=user_root, bounds=bounds,
+                           disk_bound=disk)
+        changes, warm = list(decisions.changes), 0
+        cache = dataclasses.replace(decisions.cache, budget=budget, why=f"{overflow}; nothing is cached")
+        decisions.cache = cache
+        candidate = apply_changes(ds, decisions.changes)
+        notes.append(f"{overflow}: the plan caches nothing (what was measured is without a cache); "
+                     f"to cache anyway, on disk, add .cache('/path/on/disk') there")
     for r in range(1, rounds):
         # Rates shift once parallelism changes: re-solve the LP on rates measured on the
         # rewritten pipeline (keeping the cache and prefetch already placed). Its bound is the
         # prediction; the result is then measured separately.
         progress(f"round {r + 1}: LP on the rewritten pipeline", (r + 1) / total)
-        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores)
+        rewritten = measure(candidate, seconds=seconds, warmup_batches=warm, cores=cores,
+                            calibrate=original.calibration or False)
         again = decide(rewritten, cores=cores, memory_budget=memory_budget,
                        root=pipeline_of(candidate).root, cache=False, prefetch=False, bounds=bounds,
                        disk_bound=None if cache.node else disk, include_overhead=True)
@@ -131,7 +148,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         measured_throughput=current_trace.throughput, baseline_throughput=original.throughput,
         lp=decisions.lp, cache=decisions.cache, theta_by_label=decisions.theta_by_label,
         trace=original, final_trace=current_trace, disk_bound=disk, bounds=bounds, notes=notes,
-        warmup_batches=warm,
+        warmup_batches=warm, options=decisions.options,
     )
     plan.baselines["yours"] = original.throughput
     plan.predictions["yours"] = original.lp_bound(cores)

@@ -14,7 +14,7 @@ from ..model.plan import Change
 from ..planning.decisions import bottleneck_choice
 from ..tfdata.graph import resolve_pipeline
 from ..tfdata.rebuild import apply_changes
-from .measuring import measure
+from .measuring import calibrated_measure, measure
 from .scheduler import Cancelled, Operation, checkpoint, current, keep, operation
 from .trace_result import Trace
 from .tracing import PipelineLike
@@ -49,25 +49,38 @@ def _choose(t: Trace, policy: str, rng: random.Random) -> str | None:
         return bottleneck_choice(t)
     if policy == "random":
         tunable = [o.name for o in t.ops if not o.injected and o.name in t.pipeline.operators
-                   and t.pipeline[o.name].parallelizable]
+                   and t.pipeline[o.name].can_take_more_parallelism(o.parallelism)]
         return rng.choice(tunable) if tunable else None
     raise ValueError(f"policy must be 'bottleneck' or 'random', got {policy!r}")
 
 
 def step_from(ds: "tf.data.Dataset", before: Trace, *, policy: str, rng: random.Random,
               seconds: float, cores: int | None) -> Step:
-    """One step from ``ds`` whose trace is ``before`` (walks and the stepping widget chain these)."""
+    """One step from ``ds`` whose trace is ``before`` (walks and the stepping widget chain these).
+
+    The bottleneck is chosen on calibrated costs: ``before`` is calibrated first if it is not,
+    and the new pipeline's trace reuses that calibration (same operators, new parallelism).
+    """
+    if policy == "bottleneck":
+        before = calibrated_measure(ds, before)
     name = _choose(before, policy, rng)
     if name is None:
         return Step(dataset=ds, operator=None, parallelism=None, before=before, after=None)
     label = before.pipeline[name].label
     value = _current_parallelism(before, name) + 1
     checkpoint()
-    new = apply_changes(ds, [Change("parallelism", label, name, value, f"{policy} step")])
+    changes = [Change("parallelism", label, name, value, f"{policy} step")]
+    stats = before.op(name)
+    pool = before.analysis.threadpool or before.cores
+    if stats.bound == "latency" and value > pool:  # calls beyond tf.data's pool would only queue
+        root = before.pipeline.root
+        changes.append(Change("threadpool", before.pipeline[root].label, root, pool + 1,
+                              f"{label} waits: its calls need threads of their own"))
+    new = apply_changes(ds, changes)
     op = current()
     if op is not None:
         op.progress(f"measuring {label} with parallelism {value}")
-    after = measure(new, seconds=seconds, cores=cores)
+    after = measure(new, seconds=seconds, cores=cores, calibrate=before.calibration or False)
     return Step(dataset=new, operator=label, parallelism=value, before=before, after=after)
 
 
@@ -91,7 +104,7 @@ def step(pipeline: PipelineLike, *, policy: str = "bottleneck", seed: int | None
     ds = resolve_pipeline(pipeline)
     keep(Step(dataset=ds, operator=None, parallelism=None, before=None, after=None, partial=True))
     current().progress("tracing the starting pipeline")
-    before = measure(ds, seconds=seconds, cores=cores)
+    before = measure(ds, seconds=seconds, cores=cores, calibrate=policy == "bottleneck")
     return step_from(ds, before, policy=policy, rng=random.Random(seed), seconds=seconds, cores=cores)
 
 
@@ -159,7 +172,7 @@ def walk(pipeline: PipelineLike, *, steps: int = 5, policy: str = "bottleneck", 
     rng = random.Random(seed)
     result = Walk(policy=policy)
     keep(result)
-    result.start = measure(ds, seconds=seconds, cores=cores)
+    result.start = measure(ds, seconds=seconds, cores=cores, calibrate=policy == "bottleneck")
     here, before = ds, result.start
     for _ in range(steps):
         s = step_from(here, before, policy=policy, rng=rng, seconds=seconds, cores=cores)

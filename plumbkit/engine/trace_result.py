@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.operational import Analysis, OpStats, analyze, bottleneck
+from ..model.costs import Calibration
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, snapshot_from_dict, snapshot_to_dict
-from ..planning.decisions import lp_rates
-from ..planning.lp import LPSolution, solve_cpu_lp
+from ..planning.decisions import lp_rates, solve
+from ..planning.lp import LPSolution
 
 
 @dataclass
@@ -28,6 +29,12 @@ class Trace:
     cardinalities: dict[str, int] = field(default_factory=dict)
     file_sizes: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what cannot be done with this pipeline, in plain words
+    calibration: Calibration | None = None  # per-operator costs measured alone, after the trace
+
+    @property
+    def calibrated(self) -> bool:
+        """True once CPU per operator comes from calibration (else: traced wall time, scaled)."""
+        return self.analysis.calibrated
 
     # -- the numbers people ask for -------------------------------------------------------
     @property
@@ -73,20 +80,21 @@ class Trace:
         return lp_rates(self.analysis)
 
     def lp_solution(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
-        """The LP on this trace's rates; solved once per trace for the plain question (every view
-        of one snapshot asks it: the widget, its static copy, the text)."""
+        """The resource LP on this trace (cores, each operator's concurrency, the GIL); solved
+        once per trace for the plain question (every view of one snapshot asks it: the widget,
+        its static copy, the text)."""
         if kwargs:
-            rates, sequential = self.lp_rates()
-            return solve_cpu_lp(rates, cores=cores or self.cores, sequential=sequential, **kwargs)
+            return solve(self, cores=cores or self.cores, **kwargs)
         key = cores or self.cores
         solved = self.__dict__.setdefault("_lp_solved", {})
         if key not in solved:
-            rates, sequential = self.lp_rates()
-            solved[key] = solve_cpu_lp(rates, cores=key, sequential=sequential)
+            solved[key] = solve(self, cores=key)
         return solved[key]
 
     def lp_bound(self, cores: float | None = None) -> float:
-        """Predicted upper bound on throughput (minibatches/s) with ``cores`` (default: this machine's)."""
+        """Predicted upper bound on throughput (minibatches/s) with ``cores`` (default: this
+        machine's), every operator given the parallelism it needs (up to 64 calls in flight for
+        an operator that waits, with tf.data's thread pool raised to match)."""
         return self.lp_solution(cores).throughput
 
     # -- presentation hooks -----------------------------------------------------------------
@@ -108,9 +116,11 @@ class Trace:
         return {
             "pipeline": self.pipeline.to_dict(),
             "raw": {"snapshots": [snapshot_to_dict(s) for s in self.raw.snapshots],
-                    "ended": self.raw.ended, "error": self.raw.error, "cores": self.raw.cores},
+                    "ended": self.raw.ended, "error": self.raw.error, "cores": self.raw.cores,
+                    "warmup_seconds": self.raw.warmup_seconds, "epochs_repeated": self.raw.epochs_repeated},
             "cardinalities": self.cardinalities, "file_sizes": self.file_sizes,
             "notes": list(self.notes), "source_exact": self.analysis.source_exact,
+            "calibration": self.calibration.to_dict() if self.calibration is not None else None,
         }
 
     @classmethod
@@ -118,10 +128,12 @@ class Trace:
         pipeline = Pipeline.from_dict(d["pipeline"])
         r = d["raw"]
         raw = RawTrace(snapshots=[snapshot_from_dict(s) for s in r["snapshots"]], ended=r["ended"],
-                       error=r.get("error"), cores=r["cores"])
+                       error=r.get("error"), cores=r["cores"], warmup_seconds=r.get("warmup_seconds", 0.0),
+                       epochs_repeated=r.get("epochs_repeated", False))
         return build_trace(pipeline, raw, cardinalities=d.get("cardinalities", {}),
                            file_sizes=d.get("file_sizes", {}), notes=tuple(d.get("notes", ())),
-                           source_exact=d.get("source_exact", True))
+                           source_exact=d.get("source_exact", True),
+                           calibration=Calibration.from_dict(d["calibration"]) if d.get("calibration") else None)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict()))
@@ -132,8 +144,9 @@ class Trace:
 
 
 def build_trace(pipeline: Pipeline, raw: RawTrace, *, cardinalities: dict[str, int],
-                file_sizes: dict[str, int], notes: tuple[str, ...] = (), source_exact: bool = True) -> Trace:
+                file_sizes: dict[str, int], notes: tuple[str, ...] = (), source_exact: bool = True,
+                calibration: Calibration | None = None) -> Trace:
     analysis = analyze(pipeline, raw, cardinalities=cardinalities, file_sizes=file_sizes,
-                       source_exact=source_exact)
+                       source_exact=source_exact, calibration=calibration)
     return Trace(pipeline=pipeline, raw=raw, analysis=analysis, cardinalities=dict(cardinalities),
-                 file_sizes=dict(file_sizes), notes=notes)
+                 file_sizes=dict(file_sizes), notes=notes, calibration=calibration)

@@ -8,11 +8,13 @@ import random
 import time
 from typing import TYPE_CHECKING, Callable, Union
 
+from ..model.costs import Calibration
 from ..model.errors import PipelineError
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, Snapshot
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.tracer import Tracer
+from .calibration import calibrated
 from .scheduler import INTERRUPTED, Cancelled, Operation, current, operation
 from .trace_result import Trace, build_trace
 
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 PipelineLike = Union["tf.data.Dataset", Callable[[], "tf.data.Dataset"]]
+#: Said while the pipeline runs: the CPU shares shown are traced wall time, not yet CPU.
+LIVE_NOTE = ("CPU shares: traced wall time (it counts waiting for a core); each operator's CPU is "
+             "calibrated alone when the trace ends")
+CALIBRATING_NOTE = "calibrating: each operator runs alone for a moment (CPU shares so far: wall time)"
 #: Above this many files, the source size is estimated from a sample (statting is not free).
 MAX_FILES_STATTED = 10_000
 
@@ -44,7 +50,7 @@ def source_file_sizes(files: list[str], *, sample_fraction: float | None = None,
 
 def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[str, ...]:
     """Plain-words notes on what cannot be done with this pipeline."""
-    notes = list(pipeline.problems)
+    notes = list(pipeline.problems) + list(pipeline.remarks)
     if cardinalities.get(pipeline.root) == -1:
         notes.append("infinite pipeline (repeat() without a count): traced for a bounded time; "
                      "operators above the repeat cannot be cached")
@@ -64,7 +70,8 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
           max_batches: int | None = None, min_seconds: float = 2.0, converge: bool = True,
           sample_fraction: float | None = None, warmup_batches: int = 0,
           on_update: Callable[[Trace], None] | None = None, update_interval: float = 0.0,
-          tracer_ready: Callable[[Tracer], None] | None = None) -> Trace:
+          tracer_ready: Callable[[Tracer], None] | None = None, repeat_epochs: bool = True,
+          calibrate: bool | Calibration = True) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
@@ -76,11 +83,29 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     "interrupted" or "cancelled"). ``warmup_batches`` are consumed before measuring (one epoch
     fills a cache, so the trace sees steady state). One measurement at a time: a trace waits
     for (or stops, if it is a live trace) whatever plumbkit measurement runs in this process.
+
+    A finite pipeline (or one of unknown length) is traced over repeated epochs, as training
+    consumes it (``repeat_epochs``): an evaluation set shorter than the trace is measured over
+    several epochs instead of ending after a fraction of a second. The trace's notes say so.
+    An empty pipeline, one that produces nothing before the deadline, and one that fails before
+    its first element raise :class:`PipelineError` with one line saying why.
+
+    ``calibrate`` (default): once the trace ends, each operator runs alone for a moment (about
+    0.3 s each, :mod:`plumbkit.engine.calibration`) so its CPU is CPU and its waiting is waiting;
+    until then, and with ``calibrate=False``, CPU shares are traced wall time, scaled to the
+    process CPU (``trace.calibrated`` says which). Pass a :class:`Calibration` to reuse one
+    (operators matched by label). ``on_update`` gets the uncalibrated trace when the live
+    phase ends, then the calibrated one is returned.
     """
     op = current()
     ds = resolve_pipeline(pipeline)
     model = pipeline_of(ds)
     cardinalities = static_cardinalities(ds, model)
+    root_size = cardinalities.get(model.root, -2)
+    if root_size == 0:
+        raise PipelineError(f"the pipeline is empty: {model[model.root].label} yields no element "
+                            f"(TensorFlow's cardinality is 0); nothing to trace")
+    repeated = repeat_epochs and root_size != -1
     files = sorted({f for op_ in model for f in op_.files})
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
     notes = explain_limits(model, cardinalities)
@@ -89,6 +114,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         if on_update is None:
             return None
         last = [-math.inf]
+        live = (*notes, LIVE_NOTE) if calibrate is not False else notes
 
         def hook(_: Snapshot) -> None:
             now = time.monotonic()
@@ -96,11 +122,12 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                 return  # the view would not draw it: spare the analysis
             last[0] = now
             on_update(build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes,
-                                  notes=notes, source_exact=exact))
+                                  notes=live, source_exact=exact))
         return hook
 
-    tracer = Tracer(ds, seconds=seconds, max_batches=max_batches, min_seconds=min_seconds,
-                    converge=converge, cores=cores, warmup_batches=warmup_batches)
+    tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
+                    min_seconds=min_seconds, converge=converge, cores=cores, warmup_batches=warmup_batches)
+    tracer.raw.epochs_repeated = repeated
     tracer.on_snapshot = snapshot_hook(tracer.raw)
     if tracer_ready is not None:
         tracer_ready(tracer)
@@ -110,16 +137,92 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         op.cancel(INTERRUPTED)
     if op.cancelled:
         raw.ended = op.reason or raw.ended
-    if raw.ended == "error" and not raw.snapshots:
-        raise PipelineError(f"the pipeline failed before producing anything: {raw.error}")
+    batches = raw.snapshots[-1].batches if raw.snapshots else 0
+    if not op.cancelled and batches == 0 and raw.ended in ("end of data", "no element", "error"):
+        raise PipelineError(nothing_produced(model, raw))
+    notes = (*notes, *run_notes(model, raw, root_size, batches))
     result = build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
-    if raw.ended == "error":
-        result.notes = (*result.notes, f"the pipeline raised while tracing: {raw.error}")
+    if calibrate is not False and not op.cancelled and raw.ended != "error" and result.throughput > 0:
+        if on_update is not None:
+            result.notes = (*result.notes, CALIBRATING_NOTE)
+            on_update(result)
+            result.notes = result.notes[:-1]
+        result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
     return result
+
+
+def _calibrated(ds, result: Trace, reuse: Calibration | None, op: Operation) -> Trace:
+    """The calibration phase; an interrupt keeps the uncalibrated trace (labelled so) and ends
+    the operation like any Ctrl-C."""
+    try:
+        return calibrated(ds, result, reuse=reuse)
+    except (KeyboardInterrupt, Cancelled):
+        result.notes = (*result.notes, "calibration interrupted: CPU shares are traced wall time")
+        if not op.cancelled:
+            op.cancel(INTERRUPTED)
+        return result
+
+
+def run_notes(model: Pipeline, raw: RawTrace, root_size: int, batches: int) -> list[str]:
+    """What the run itself showed: epochs repeated, a consumer left waiting, an error."""
+    notes = []
+    if raw.epochs_repeated:
+        elapsed = raw.snapshots[-1].t if raw.snapshots else 0.0
+        if root_size > 0 and batches >= root_size:
+            epochs = batches / root_size
+            notes.append(f"finite pipeline: one epoch is {root_size:,} minibatches; traced over repeated "
+                         f"epochs ({epochs:.1f} in {elapsed:.1f} s), as training consumes it")
+        elif root_size < 0:
+            notes.append("pipeline of unknown length: traced with repeat() on top, so a short epoch "
+                         "is measured over several, as training consumes it")
+    if raw.ended == "error":
+        notes.append(f"the pipeline raised after {batches:,} minibatches: {raw.error}; "
+                     f"the numbers are for what ran until then")
+    elif raw.consumer_blocked and raw.ended != "no element":
+        notes.append("the pipeline was still computing its next minibatch when the trace ended "
+                     "(a slow first element, or a filter that rejects a long run of elements)")
+    return notes
+
+
+def nothing_produced(model: Pipeline, raw: RawTrace) -> str:
+    """One line: why a run yielded no minibatch, and where the elements stopped."""
+    where = _where_elements_stop(model, raw)
+    if raw.ended == "end of data":
+        return f"the pipeline is empty: it ended without producing an element{where}"
+    if raw.ended == "no element":
+        elapsed = raw.snapshots[-1].t if raw.snapshots else 0.0
+        return (f"the pipeline produced no element in {elapsed:.1f} s{where}; if its first minibatch "
+                f"just takes longer, trace for longer (seconds=...)")
+    return f"the pipeline failed before producing anything: {raw.error}"
+
+
+def _depth(nodes: dict, rid: int) -> int:
+    """Runtime node ``rid``'s distance from the root (the node nobody reads)."""
+    parents = {i: p for p, n in nodes.items() for i in n.inputs}
+    depth = 0
+    while rid in parents and depth < len(nodes):
+        rid, depth = parents[rid], depth + 1
+    return depth
+
+
+def _where_elements_stop(model: Pipeline, raw: RawTrace) -> str:
+    """``: filter(keep) passed none of the 1,234 elements it read`` (or nothing when unknown)."""
+    from ..analysis.runtime_map import map_runtime
+    if not raw.snapshots:
+        return ""
+    nodes = raw.snapshots[-1].nodes
+    rmap = map_runtime(model, nodes, epochs_repeated=raw.epochs_repeated)
+    for rid in sorted(nodes, key=lambda i: -_depth(nodes, i)):  # closest to the sources first
+        node = nodes[rid]
+        read = sum(nodes[i].elements for i in node.inputs if i in nodes)
+        owner = rmap.owner.get(rid)
+        if node.elements == 0 and read > 0 and owner in model.operators and rmap.role.get(rid) == "op":
+            return f": {model[owner].label} passed none of the {read:,} elements it read"
+    return ""
 
 
 __all__ = ["PipelineLike", "trace", "source_file_sizes", "PipelineError"]

@@ -107,6 +107,8 @@ def find_site(tree: ast.AST, source: str, label: str) -> _Site:
         hits = [s for s in sites if s.call.func.attr == method]
         if len(hits) != 1:
             raise CodegenError(f"no call .{method}(...) for {label!r} in the cell")
+    if n > len(hits) and len(hits) == 1:
+        return hits[0]  # one call site builds them all (a loop, a helper called twice)
     if n > len(hits):
         raise CodegenError(f"{label!r}: only {len(hits)} call(s) .{method}(...) in the cell")
     return hits[n - 1]
@@ -134,8 +136,134 @@ def _parent_calls(tree: ast.AST) -> dict[int, ast.Call]:
     return parents
 
 
+def _parents(tree: ast.AST) -> dict[int, ast.AST]:
+    return {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def _enclosing(node: ast.AST, parents: dict[int, ast.AST], kinds: tuple[type, ...]) -> ast.AST | None:
+    while id(node) in parents:
+        node = parents[id(node)]
+        if isinstance(node, kinds):
+            return node
+    return None
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.ListComp, ast.SetComp,
+          ast.DictComp, ast.GeneratorExp)
+
+
+def builds_several(site: _Site, tree: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """Does this call site run more than once per pipeline? Inside a loop or comprehension
+    (``for fn in fns: ds = ds.map(fn)``), or in a function the cell calls more than once, or
+    calls in a loop (a helper used for two branches)."""
+    node: ast.AST = site.call
+    seen: set[str] = set()
+    while True:
+        if _enclosing(node, parents, _LOOPS) is not None and not _loop_is_outside(node, parents):
+            return True
+        fn = _enclosing(node, parents, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        if fn is None or isinstance(fn, ast.Lambda) or fn.name in seen:
+            return False
+        seen.add(fn.name)
+        calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                 and c.func.id == fn.name]
+        if len(calls) > 1:
+            return True
+        if not calls:
+            return False
+        node = calls[0]  # the single call: is *it* in a loop or a helper called twice?
+
+
+def _loop_is_outside(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """True when the nearest loop lies outside the function holding ``node`` (that function is
+    only *defined* in the loop's scope, so the loop says nothing about how often it runs)."""
+    loop = _enclosing(node, parents, _LOOPS)
+    fn = _enclosing(node, parents, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    if loop is None or fn is None:
+        return False
+    inner = node
+    while id(inner) in parents:
+        inner = parents[id(inner)]
+        if inner is fn:
+            return True
+        if inner is loop:
+            return False
+    return False
+
+
+def _int_arg(call: ast.Call, name: str, position: int) -> int | None:
+    """A literal integer argument of ``call`` (by keyword or position), else None."""
+    node = next((k.value for k in call.keywords if k.arg == name), None)
+    if node is None and len(call.args) > position:
+        node = call.args[position]
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def _merged_parallelism(values: list, call: ast.Call) -> int:
+    """One value for a call site that builds several operators: the largest asked for (AUTOTUNE
+    if any asked for it), and never above an interleave's literal cycle_length (TensorFlow
+    refuses num_parallel_calls > cycle_length)."""
+    ints = [int(v) for v in values if v not in (-1, "AUTOTUNE")]
+    value = -1 if len(ints) < len(values) else max(ints)
+    if call.func.attr == "interleave":
+        cycle = _int_arg(call, "cycle_length", 1)
+        if cycle is not None and cycle > 0:
+            value = cycle if value == -1 else min(value, cycle)
+    return value
+
+
+def _comment_above(site: _Site, tree: ast.AST, parents: dict[int, ast.AST], lines: list[str],
+                   starts: list[int], text: str) -> tuple[int, int, str]:
+    """An edit inserting ``# text`` on its own line above the statement holding ``site``."""
+    stmt = _enclosing(site.call, parents, (ast.stmt,))
+    lineno = stmt.lineno if stmt is not None else site.call.lineno
+    line = lines[lineno - 1]
+    indent = line[: len(line) - len(line.lstrip())]
+    at = starts[lineno]
+    return at, at, f"{indent}# plumbkit: {text}\n"
+
+
+#: The variable an exported cell builds tf.data's options in (for the thread pool).
+OPTIONS_NAME = "_plumbkit_options"
+_POOL_LINE = re.compile(rf"^(?P<indent>[ \t]*){OPTIONS_NAME}\.threading\.private_threadpool_size = (?P<value>\d+)$",
+                        re.MULTILINE)
+
+
+def _threadpool_edits(tree: ast.AST, source: str, site: _Site, parents: dict[int, ast.Call], size: int,
+                      alias: str) -> list[tuple[int, int, str]]:
+    """``private_threadpool_size = size`` in an options object built just before the statement
+    that builds the pipeline's last operator, and ``.with_options(...)`` after that operator
+    (or the size changed in place when the cell already has them: idempotent)."""
+    existing = _POOL_LINE.search(source)
+    if existing is not None:
+        return [(existing.start("value"), existing.end("value"), str(size))]
+    statement = min((n for n in ast.walk(tree) if isinstance(n, ast.stmt)
+                     and n.lineno <= site.call.lineno and n.end_lineno >= site.call.end_lineno),
+                    key=lambda n: n.end_lineno - n.lineno, default=None)
+    if statement is None:
+        raise CodegenError("no statement builds the pipeline in the cell")
+    line_start = _offsets(source)[statement.lineno]
+    indent = re.match(r"[ \t]*", source[line_start:]).group(0)
+    setup = (f"{indent}{OPTIONS_NAME} = {alias}.data.Options()\n"
+             f"{indent}{OPTIONS_NAME}.threading.private_threadpool_size = {size}\n")
+    parent = parents.get(id(site.call))
+    edits = [(line_start, line_start, setup)]
+    if parent is None or parent.func.attr != "with_options":
+        edits.append((site.end, site.end, f".with_options({OPTIONS_NAME})"))
+    return edits
+
+
 def rewrite_source(source: str, changes: Sequence[Change]) -> str:
-    """``source`` with ``changes`` applied at their call sites; raises CodegenError if one is missing."""
+    """``source`` with ``changes`` applied at their call sites; raises CodegenError if one is missing.
+
+    A call site that builds several operators (in a loop, or a helper called more than once)
+    gets one ``num_parallel_calls`` serving all of them (the largest the plan asks for); a cache
+    or prefetch the plan places after only one of them cannot be written there, so it becomes a
+    ``# plumbkit:`` comment above that statement saying what to add by hand. Interleave
+    parallelism never exceeds a literal ``cycle_length``.
+    """
     masked = _mask_magics(source)
     try:
         tree = ast.parse(masked)
@@ -143,27 +271,27 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
         raise CodegenError(f"the cell is not valid Python: {err}") from err
     alias = _tf_alias(tree)
     parents = _parent_calls(tree)
+    up = _parents(tree)
     lines, starts = masked.splitlines(keepends=True), _offsets(masked)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
+    parallelism: dict[int, tuple[_Site, list]] = {}  # call site -> every value asked for there
     for change in changes:
+        site = find_site(tree, masked, change.where)
         if change.what == "remove":
-            site = find_site(tree, masked, change.where)
             edits.append((site.receiver_end, site.end, ""))
             continue
-        site = find_site(tree, masked, change.where)
         call = site.call
         if change.what == "parallelism":
-            value = _value_text(change.value, alias)
-            keyword = next((k for k in call.keywords if k.arg == "num_parallel_calls"), None)
-            positional = call.func.attr == "map" and len(call.args) >= 2
-            if keyword is not None or positional:
-                node = keyword.value if keyword is not None else call.args[1]
-                edits.append((_abs(lines, starts, node.lineno, node.col_offset),
-                              _abs(lines, starts, node.end_lineno, node.end_col_offset), value))
-            else:
-                sep = ", " if call.args or call.keywords else ""
-                edits.append((site.end - 1, site.end - 1, f"{sep}num_parallel_calls={value}"))
+            parallelism.setdefault(id(call), (site, []))[1].append(change.value)
         elif change.what in ("cache", "prefetch"):
+            if builds_several(site, tree, up):
+                what = "cache()" if change.what == "cache" else f"prefetch({_value_text(change.value, alias)})"
+                edits.append(_comment_above(
+                    site, tree, up, lines, starts,
+                    f"the plan puts .{what} after {change.where}, but this .{call.func.attr}(...) "
+                    f"builds several operators (a loop or a helper called more than once); add it "
+                    f"after the last of them by hand"))
+                continue
             parent = parents.get(id(call))
             text = (f".cache({change.value!r})" if change.value else ".cache()") if change.what == "cache" \
                 else f".prefetch({_value_text(change.value, alias)})"
@@ -185,14 +313,22 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
                 continue
             # Insertions at one spot keep plan order, so a cache comes before its prefetch.
             edits.append((site.end, site.end, text))
+        elif change.what == "threadpool":
+            edits.extend(_threadpool_edits(tree, masked, site, parents, int(change.value), alias))
         else:
             raise CodegenError(f"unknown change {change.what!r}")
+    for site, values in parallelism.values():
+        edits.append(_parallelism_edit(site, _merged_parallelism(values, site.call), alias, lines, starts))
     out = masked
-    # same position: cache before prefetch (cache edits were appended first for the same site)
+    # same position: keep the order the edits were made in (a cache before its prefetch)
     order = {id(e): i for i, e in enumerate(edits)}
     for start, end, text in sorted(edits, key=lambda e: (e[0], order[id(e)]), reverse=True):
         out = out[:start] + text + out[end:]
-    ast.parse(out)
+    try:
+        ast.parse(out)
+    except SyntaxError as err:  # a defect of plumbkit's, never the user's: say so plainly
+        raise CodegenError(f"plumbkit could not write this plan into the cell (the result would "
+                           f"not be valid Python: {err.msg}, line {err.lineno})") from err
     # restore the magics masked above
     original_lines, new_lines = source.split("\n"), out.split("\n")
     masked_lines = masked.split("\n")
@@ -202,3 +338,24 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
         hit = next((o for o in magic if ("#" + o[1:]) == line), None)
         restored.append(hit if hit is not None else line)
     return "\n".join(restored)
+
+
+def _parallelism_edit(site: _Site, value, alias: str, lines: list[str], starts: list[int]) -> tuple[int, int, str]:
+    """Set ``num_parallel_calls`` at ``site``: replace the user's value, or add the keyword."""
+    call = site.call
+    text = _value_text(value, alias)
+    keyword = next((k for k in call.keywords if k.arg == "num_parallel_calls"), None)
+    positional = call.func.attr == "map" and len(call.args) >= 2
+    if keyword is not None or positional:
+        node = keyword.value if keyword is not None else call.args[1]
+        return (_abs(lines, starts, node.lineno, node.col_offset),
+                _abs(lines, starts, node.end_lineno, node.end_col_offset), text)
+    arguments = [*call.args, *(k.value for k in call.keywords)]
+    if not arguments:
+        return site.end - 1, site.end - 1, f"num_parallel_calls={text}"
+    last = max(arguments, key=lambda a: (a.end_lineno, a.end_col_offset))
+    after = _abs(lines, starts, last.end_lineno, last.end_col_offset)
+    between = "".join(lines)[after:site.end - 1]
+    if "," in between:  # a trailing comma: ``map(\n    f,\n)``
+        return site.end - 1, site.end - 1, f"num_parallel_calls={text}, "
+    return after, after, f", num_parallel_calls={text}"

@@ -8,9 +8,9 @@ builds on it, and tests build these records by hand.
 
 from .errors import PipelineError
 from .pipeline import AUTOTUNE, Operator, Pipeline
-from .plan import CacheDecision, Change
+from .plan import CacheDecision, Change, Option
 from .samples import NodeSample, RawTrace, Snapshot
 from .units import human_bytes
 
-__all__ = ["AUTOTUNE", "CacheDecision", "Change", "NodeSample", "Operator", "Pipeline",
+__all__ = ["AUTOTUNE", "CacheDecision", "Change", "NodeSample", "Operator", "Option", "Pipeline",
            "PipelineError", "RawTrace", "Snapshot", "human_bytes"]

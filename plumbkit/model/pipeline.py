@@ -107,6 +107,7 @@ class Operator:
     files: tuple[str, ...] = ()  # files this operator reads (statically known)
     deterministic: str | None = None  # the op's `deterministic` attribute where it has one
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)
+    holds_gil: bool = False  # runs Python (py_function, numpy_function, from_generator): one thread at a time
 
     @property
     def reads_files(self) -> bool:
@@ -123,6 +124,21 @@ class Operator:
     @property
     def parallelizable(self) -> bool:
         return self.kind in PARALLELIZABLE_KINDS
+
+    @property
+    def max_parallelism(self) -> int | None:
+        """The most parallelism TensorFlow accepts here: an interleave's ``cycle_length`` (it
+        refuses ``num_parallel_calls`` above it); None when unbounded or set by AUTOTUNE."""
+        if self.kind == "interleave":
+            cycle = self.tunables.get("cycle_length")
+            if isinstance(cycle, (int, float)) and cycle > 0:
+                return int(cycle)
+        return None
+
+    def can_take_more_parallelism(self, current: int | None) -> bool:
+        """Parallelizable, and below its cap (an interleave at its cycle length is not)."""
+        cap = self.max_parallelism
+        return self.parallelizable and (cap is None or (current or 1) < cap)
 
     @property
     def is_source(self) -> bool:
@@ -151,6 +167,7 @@ class Pipeline:
     element_spec: str = ""  # readable repr of the Dataset's element_spec
     options: dict[str, Any] = field(default_factory=dict)  # tf.data options the user set
     problems: tuple[str, ...] = ()  # what could not be modelled (e.g. unserializable state)
+    remarks: tuple[str, ...] = ()  # what plumbkit assumed (e.g. a Python function is deterministic)
 
     def __iter__(self) -> Iterator[Operator]:
         return iter(self.operators.values())
@@ -180,15 +197,6 @@ class Pipeline:
             stack.extend(reversed(self.children(op.name)))
         return out
 
-    def ancestors(self, name: str) -> list[Operator]:
-        """Operators from ``name``'s parent up to the root."""
-        out = []
-        parent = self.parent(name)
-        while parent is not None:
-            out.append(parent)
-            parent = self.parent(parent.name)
-        return out
-
     def by_label(self, label: str) -> Operator:
         """Find an operator by its readable label (or name); raises KeyError naming the choices."""
         for op in self.operators.values():
@@ -203,6 +211,7 @@ class Pipeline:
             "element_spec": self.element_spec,
             "options": self.options,
             "problems": list(self.problems),
+            "remarks": list(self.remarks),
         }
 
     @classmethod
@@ -214,4 +223,5 @@ class Pipeline:
             element_spec=d.get("element_spec", ""),
             options=d.get("options", {}),
             problems=tuple(d.get("problems", ())),
+            remarks=tuple(d.get("remarks", ())),
         )

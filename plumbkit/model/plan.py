@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-#: The kinds of change a plan may hold, in the order they are applied to a graph.
-CHANGE_KINDS = ("remove", "parallelism", "cache", "prefetch")
+#: The kinds of change a plan may hold, in the order they are applied to a graph
+#: ("threadpool": the size of tf.data's private thread pool, an option of the whole pipeline).
+CHANGE_KINDS = ("remove", "parallelism", "cache", "prefetch", "threadpool")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,11 @@ class Change:
         verb = {"parallelism": f"set parallelism to {self.value}",
                 "cache": "cache in memory after it" if not self.value else f"cache to {self.value} after it",
                 "prefetch": f"prefetch {self.value} after it",
-                "remove": f"remove the user's {self.value}"}.get(self.what, f"{self.what} {self.value}")
+                "remove": f"remove the user's {self.value}",
+                "threadpool": f"raise tf.data's thread pool to {self.value} threads "
+                              f"(options.threading.private_threadpool_size)",
+                "interleave_sources": f"read {self.value} copies of it side by side "
+                                      f"(interleave, deterministic=False)"}.get(self.what, f"{self.what} {self.value}")
         return f"{self.where}: {verb} — {self.why}"
 
 
@@ -38,3 +43,23 @@ class CacheDecision:
     bytes: float | None  # predicted size of the cache
     budget: float
     why: str
+
+
+@dataclass(frozen=True)
+class Option:
+    """A change the plan offers but does not apply: the user decides (it changes semantics,
+    e.g. the order of elements). ``predicted_throughput`` is the model's, labelled so."""
+
+    title: str
+    changes: tuple[Change, ...]
+    predicted_throughput: float  # minibatches/s with the option on (a prediction)
+    baseline_throughput: float  # the plan's own prediction without it
+    note: str  # what it changes besides speed
+
+    @property
+    def gain(self) -> float:
+        return self.predicted_throughput / self.baseline_throughput if self.baseline_throughput > 0 else float("inf")
+
+    def __str__(self) -> str:
+        return (f"option — {self.title}: predicted {self.predicted_throughput:,.1f} minibatches/s "
+                f"({self.gain:.1f}× the plan's {self.baseline_throughput:,.1f}); {self.note}")

@@ -50,10 +50,12 @@ class RawTrace:
     """The tracer's output: snapshots over time and how the run ended."""
 
     snapshots: list[Snapshot] = field(default_factory=list)
-    ended: str = "running"  # "converged", "time limit", "batch limit", "end of data", "stopped", "interrupted", "error"
+    ended: str = "running"  # "converged", "time limit", "batch limit", "end of data", "stopped", "interrupted", "error", "no element"
     error: str | None = None
     cores: int = 1
     warmup_seconds: float = 0.0
+    epochs_repeated: bool = False  # a finite pipeline, run with repeat() on top (as training does)
+    consumer_blocked: bool = False  # the consumer was still waiting for an element when the trace ended
 
 
 def snapshot_from_dict(d: dict) -> Snapshot:

@@ -12,7 +12,17 @@ if TYPE_CHECKING:
     from ..engine.trace_result import Trace
 
 COLUMNS = ("operator", "kind", "par", "V", "R/core", "CPU", "util", "elem/s", "B/elem",
-           "materialized", "cache")
+           "materialized", "cache", "CPU/elem", "wait/elem", "bound", "GIL")
+#: What each column is: measured in the pipeline (the trace), calibrated alone, or derived.
+COLUMN_NOTES = {
+    "V": "measured in the pipeline", "elem/s": "measured in the pipeline", "B/elem": "measured in the pipeline",
+    "util": "derived", "R/core": "derived from CPU/elem and V", "materialized": "derived",
+    "CPU": "share of the process CPU: calibrated CPU/elem × elements, or (uncalibrated) traced wall time, scaled",
+    "CPU/elem": "calibrated alone (c) or traced wall time, scaled (w)",
+    "wait/elem": "wall time per element, one call at a time (probed alone; else traced, per call)",
+    "bound": "cpu: needs cores; latency: waits, needs calls in flight",
+    "GIL": "runs Python: all such operators share one core",
+}
 
 
 def num(x: float | None, digits: int = 3) -> str:
@@ -31,13 +41,25 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.0f}%"
 
 
+def seconds(x: float | None) -> str:
+    """A short duration: µs below a millisecond, ms below a second."""
+    if x is None:
+        return "—"
+    if x < 1e-3:
+        return f"{x * 1e6:.0f} µs" if x >= 1e-6 or x == 0 else "<1 µs"
+    return f"{x * 1e3:.1f} ms" if x < 1 else f"{x:.2f} s"
+
+
 def row_cells(o: "OpStats") -> list[str]:
     """The table's cells for one operator (shared by the text, HTML and widget views)."""
     par = "—" if o.parallelism is None else ("AUTO" if o.parallelism < 0 else str(o.parallelism))
     cache = "yes" if o.cacheable else "no"
+    source = {"calibrated alone": " (c)", "trace wall time, scaled": " (w)"}.get(o.cpu_from, "")
+    cpu = seconds(o.cpu_per_element) + source if o.cpu_per_element is not None else "—"
     return [o.label, o.kind, par, num(o.visit_ratio), num(o.rate_per_core), pct(o.cpu_share),
             pct(o.utilization), num(o.elements_per_second), human_bytes(o.bytes_per_element),
-            human_bytes(o.materialized_bytes), cache]
+            human_bytes(o.materialized_bytes), cache, cpu, seconds(o.latency_per_element),
+            o.bound or "—", "yes" if o.holds_gil else ""]
 
 
 def throughput_series(trace: "Trace") -> list[float]:

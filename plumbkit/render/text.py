@@ -8,28 +8,62 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..model.units import human_bytes
-from .table import COLUMNS, num, pct, row_cells
+from .table import COLUMNS, num, pct, row_cells, seconds
 
 if TYPE_CHECKING:
     from ..engine.stepping import Walk
     from ..engine.trace_result import Trace
 
 
+def bottleneck_line(trace: "Trace") -> str:
+    """The bottleneck in words: how it is bound, and what holds it there."""
+    b = trace.bottleneck
+    if b is None:
+        return "bottleneck: none found (no operator used measurable CPU)"
+    if b.bound == "latency":
+        how = (f"latency-bound: waits {seconds(b.latency_per_element)} per element for "
+               f"{seconds(b.cpu_per_element)} of CPU, {b.parallelism or 1} call(s) in flight")
+    else:
+        how = f"{num(b.rate_per_core)} minibatches/s/core × {b.parallelism or 1}"
+        if b.bound == "cpu":
+            how = "CPU-bound: " + how
+    gil = "; runs Python (holds the GIL: one core at most)" if b.holds_gil else ""
+    return f"bottleneck: {b.label} ({how}{gil})"
+
+
+def cpu_basis_line(trace: "Trace") -> str:
+    """Where the CPU figures come from: calibrated alone, or wall-time shares for now."""
+    if trace.calibrated:
+        spent = trace.calibration.seconds if trace.calibration is not None else 0.0
+        return (f"CPU per operator: calibrated alone (c), each operator on a sample of its inputs "
+                f"({spent:.1f} s); V, elem/s, B/elem measured in the pipeline; R/core derived")
+    return ("CPU per operator: traced wall-time shares (w), scaled to the process CPU — not yet "
+            "calibrated (wall time includes waiting for a core)")
+
+
 def summary_lines(trace: "Trace") -> list[str]:
     a = trace.analysis
-    b = trace.bottleneck
     lines = [
         f"throughput {trace.throughput:.2f} minibatches/s (measured over {a.window[1] - a.window[0]:.1f} s, "
         f"trace ended: {trace.ended})",
-        f"bottleneck: {b.label} ({num(b.rate_per_core)} minibatches/s/core × {b.parallelism or 1})"
-        if b else "bottleneck: none found (no operator used measurable CPU)",
+        bottleneck_line(trace),
     ]
     try:
         lines.append(f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.2f} minibatches/s (prediction)")
     except Exception as err:  # noqa: BLE001 - the report must render whatever the solver says
         lines.append(f"LP upper bound: unavailable ({err})")
-    lines.append(f"process CPU {a.cpu_seconds:.2f} core-s; {pct(1 - a.unattributed_share)} attributed "
-                 f"to operators, {pct(a.unattributed_share)} unattributed (thread pools, Python consumer)")
+    lines.append(cpu_basis_line(trace))
+    over = f", operators' calibrated CPU {pct(a.over_attributed_share)} above it" if a.over_attributed_share > 0.005 else ""
+    lines.append(f"process CPU {a.cpu_seconds:.2f} core-s; {pct(min(1.0, 1 - a.unattributed_share))} accounted "
+                 f"for by operators, {pct(a.unattributed_share)} by nobody (thread pools, the Python consumer){over}")
+    waiting = [o.label for o in trace.ops if o.bound == "latency"]
+    python = [o.label for o in trace.ops if o.holds_gil]
+    if waiting:
+        lines.append(f"latency-bound (they wait; more calls in flight help, with tf.data's thread pool "
+                     f"raised): {', '.join(waiting)}")
+    if python:
+        lines.append(f"run Python (hold the GIL: together, with the consumer loop, one core at most): "
+                     f"{', '.join(python)}")
     if a.source_bytes is not None:
         exact = "exact" if a.source_exact else "estimated from a sample"
         lines.append(f"source: {a.source_files} files, {human_bytes(a.source_bytes)} ({exact}); "

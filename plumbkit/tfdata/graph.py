@@ -15,11 +15,11 @@ from typing import Any, Callable, Iterable
 
 import tensorflow as tf
 from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
-from tensorflow.python.data.ops.options import ExternalStatePolicy as _Policy
 from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.errors import PipelineError
 from ..model.pipeline import FILE_SOURCE_KINDS, Operator, Pipeline, kind_of
+from .python_ops import PYTHON_OPS, callable_of, own_random_names, user_callables
 
 
 # Dataset ops that only carry options or threading and are not user transformations.
@@ -72,22 +72,16 @@ def python_function_name(function_name: str) -> str:
 
 
 def serialized_graph(ds: tf.data.Dataset) -> tuple[graph_pb2.GraphDef, list[str]]:
-    """The pipeline's GraphDef, plus problems (state that cannot be serialized faithfully).
+    """The pipeline's GraphDef, plus problems (what stops plumbkit from rebuilding it).
 
-    ``py_function`` and other stateful, external resources serialize only with a warning policy;
-    such a pipeline can be traced but not rebuilt, so the problem is reported, not raised.
+    Python functions, generators and resources of this process are no problem: the graph keeps
+    references to them and plumbkit rebuilds the pipeline here, with the live state (see
+    :mod:`plumbkit.tfdata.live_state`). What TensorFlow cannot serialize at all raises
+    PipelineError naming the cause and what to do (:mod:`plumbkit.tfdata.unrebuildable`).
     """
-    problems: list[str] = []
-    try:
-        tensor = ds._as_serialized_graph(external_state_policy=_Policy.FAIL)  # noqa: SLF001
-    except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
-        # Stateful random ops fail this strict check yet rebuild fine (with fresh state).
-        if not rebuilds_with_fresh_state(stateful_op_named(str(err))):
-            problems.append(_explain_unserializable(str(err)))
-        tensor = ds._as_serialized_graph(external_state_policy=_Policy.IGNORE)  # noqa: SLF001
-    graph_def = graph_pb2.GraphDef()
-    graph_def.ParseFromString(tensor.numpy())
-    return graph_def, problems
+    from .unrebuildable import refuse_if_unrebuildable, serialize
+    refuse_if_unrebuildable(ds)
+    return serialize(ds), []
 
 
 _STATEFUL_NAMED = re.compile(r"(\w+) is stateful")
@@ -103,19 +97,6 @@ def rebuilds_with_fresh_state(op: str | None) -> bool:
     """True for a random op that keeps its state in its kernel (or a seed generator): when it is
     what stopped serialization, the rebuilt pipeline works, with fresh state."""
     return op is not None and (op in KERNEL_STATE_RANDOM_OPS or op.endswith("SeedGenerator"))
-
-
-def _explain_unserializable(message: str) -> str:
-    first = message.strip().splitlines()[0] if message.strip() else message
-    hint = ""
-    if "PyFunc" in message or "py_function" in message or "EagerPyFunc" in message:
-        hint = ("it calls a Python function (tf.py_function / numpy_function), which lives in "
-                "this Python process and cannot be serialized: plumbkit can trace it, but cannot "
-                "rewrite or rebuild it")
-    else:
-        hint = ("it holds state outside the graph (a resource such as a lookup table, a variable "
-                "or a generator): plumbkit can trace it, but rewrites may not reproduce that state")
-    return f"pipeline not serializable: {hint} ({first})"
 
 
 def _const_value(node) -> Any:
@@ -163,6 +144,18 @@ class _FunctionLibrary:
     def __init__(self, library: function_pb2.FunctionDefLibrary):
         self.functions = {f.signature.name: f for f in library.function}
         self._random: dict[str, bool] = {}
+        self.python: dict[str, list[str]] = {}  # Python function -> random-looking names it uses
+
+    def python_random(self, node) -> bool:
+        """Does the Python function behind a py_function / numpy_function / generator op
+        visibly draw random numbers? (TensorFlow cannot see inside it; its code can be read.)"""
+        fn = callable_of(node.attr["token"].s.decode())
+        random = False
+        for user in user_callables(fn) if fn is not None else []:
+            names = own_random_names(user)
+            self.python[user.__name__] = names
+            random = random or bool(names)
+        return random
 
     def callees(self, fdef) -> Iterable[str]:
         for node in fdef.node_def:
@@ -187,11 +180,23 @@ class _FunctionLibrary:
         self._random[name] = result
         return result
 
+    def calls_python(self, name: str, seen: set[str] | None = None) -> bool:
+        """Does ``name`` (transitively, generators included) run a Python function?"""
+        seen = seen if seen is not None else set()
+        if name in seen or name not in self.functions:
+            return False
+        seen.add(name)
+        fdef = self.functions[name]
+        return (any(n.op in PYTHON_OPS for n in fdef.node_def)
+                or any(self.calls_python(c, seen) for c in self.callees(fdef)))
+
     def _has_random_node(self, fdef) -> bool:
         nodes = {n.name: n for n in fdef.node_def}
         resource_args = {a.name for a in fdef.signature.input_arg if a.type == types_pb2.DT_RESOURCE}
         for node in fdef.node_def:
             if node.op in _RANDOM_OPS or node.op.startswith("Random") and node.op.endswith("Dataset"):
+                return True
+            if node.op in PYTHON_OPS and self.python_random(node):
                 return True
             if node.op in ("ShuffleDataset", "ShuffleDatasetV2", "ShuffleDatasetV3"):
                 return True
@@ -280,6 +285,8 @@ def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
         return re.sub(r"V\d+$", "", readers[0])
     if kind == "from_tensor_slices" and tunables.get("is_files"):
         return "list_files"
+    if kind == "flat_map" and names == ["flat_map_fn"] and "GeneratorDataset" in inner_ops:
+        return "from_generator"  # Dataset.from_generator's own flat_map over generator ids
     if names:
         return f"{kind}({', '.join(names)})"
     inner = readers or [o for o in inner_ops if kind_of(o) not in (kind, "from_tensor_slices", "flat_map")]
@@ -346,12 +353,30 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
             functions=tuple(functions), label=_label(kind, node.op, functions, inner_ops, tunables),
             random=bool(random), files=tuple(files), deterministic=deterministic,
             inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
+            holds_gil=node.op in PYTHON_OPS or any(library.calls_python(f) for f in functions),
         )
         stack.extend(reversed(inputs))
     ordered = _preorder(operators, root)
     _disambiguate_labels(ordered)
     return Pipeline(operators=ordered, root=root, element_spec=element_spec,
-                    options=options, problems=tuple(problems))
+                    options=options, problems=tuple(problems), remarks=_python_remarks(library.python))
+
+
+def _python_remarks(python: dict[str, list[str]]) -> tuple[str, ...]:
+    """What plumbkit assumed about the pipeline's Python functions, in plain words."""
+    if not python:
+        return ()
+    plain = sorted(name for name, names in python.items() if not names)
+    remarks = []
+    if plain:
+        remarks.append(f"Python functions {plain} run in this process (py_function / numpy_function / "
+                       f"from_generator): rebuilt here with their live state; their code uses no random "
+                       f"numbers that plumbkit can see, so they are taken as deterministic (cacheable)")
+    for name, names in sorted(python.items()):
+        if names:
+            remarks.append(f"Python function {name} uses {', '.join(names)}: taken as random, so "
+                           f"nothing at or above it is cached")
+    return tuple(remarks)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -393,15 +418,28 @@ def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]"
     if not isinstance(ds, tf.data.Dataset):
         raise PipelineError(
             f"expected a tf.data.Dataset or a zero-argument function returning one, got "
-            f"{type(ds).__name__}"
+            f"{type(ds).__name__}{_what_to_pass_instead(ds)}"
         )
     return ds
+
+
+def _what_to_pass_instead(value) -> str:
+    """For the things people pass by mistake: what to pass instead."""
+    name = type(value).__name__
+    if hasattr(value, "element_spec") and hasattr(value, "get_next"):
+        return " (an iterator: pass the Dataset itself, before iter())"
+    if "Distributed" in name:
+        return " (a distributed dataset: pass the tf.data.Dataset before strategy.experimental_distribute_dataset)"
+    return ""
 
 
 def pipeline_of(ds: tf.data.Dataset) -> Pipeline:
     """plumbkit's model of ``ds``: operators, tunables, functions, files, randomness."""
     graph_def, problems = serialized_graph(ds)
-    return pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    pipeline = pipeline_from_graph_def(graph_def, element_spec=repr(ds.element_spec), problems=problems)
+    # The pool tf.data runs parallel calls on (0: its default, one thread per core).
+    threadpool = ds.options().threading.private_threadpool_size or 0
+    return dataclasses.replace(pipeline, options={**pipeline.options, "threadpool": int(threadpool)})
 
 
 def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:

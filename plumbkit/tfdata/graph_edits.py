@@ -29,6 +29,8 @@ from tensorflow.core.framework import attr_value_pb2, graph_pb2, node_def_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.pipeline import AUTOTUNE
+from ..model.errors import PipelineError
+from . import live_state, unrebuildable
 from .graph import rebuilds_with_fresh_state, stateful_op_named
 
 GraphDef = graph_pb2.GraphDef
@@ -57,31 +59,33 @@ _NO_PARALLEL_FORM = {
 }
 
 
-class RewriteError(Exception):
+class RewriteError(PipelineError):
     """The pipeline cannot be serialized or the edit cannot be made; the message says which node and why."""
 
 
 # -- serialize and rebuild ------------------------------------------------------------------------
 
-def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> GraphDef:
-    """The pipeline's GraphDef, refusing pipelines the rebuilt Dataset could not reproduce.
+def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = True) -> GraphDef:
+    """The pipeline's GraphDef, for editing and rebuilding in this process.
 
-    Stateful random ops are accepted (the rebuilt pipeline draws fresh numbers). Python
-    functions (``tf.py_function``, ``numpy_function``, ``from_generator``) and external
-    resources (variables, ...) raise RewriteError naming the dataset node that uses them,
-    unless ``allow_external_state``: then the graph keeps references into this process, and
-    the rebuilt dataset works here (in-process tuning) but nowhere else.
+    Python functions (``tf.py_function``, ``numpy_function``, ``from_generator``), resources
+    (lookup tables, variables, Keras preprocessing layers) and stateful random ops are all
+    accepted: the graph keeps references into this process, and :func:`dataset_from_graph_def`
+    binds the user's live state again (see :mod:`plumbkit.tfdata.live_state`), so the rebuilt
+    Dataset works here, with the same state, though nowhere else. ``allow_external_state`` is
+    kept for callers of the earlier API; ``False`` asks for a graph that is also portable to
+    another process and raises RewriteError naming what is not.
     Device assignments are kept: stripping them (as ``distribute.py`` does) leaves
     EagerPyFunc with the malformed device "/device::0".
     """
     policy = tf.data.experimental.ExternalStatePolicy
+    if allow_external_state:
+        return _parse_or_refuse(ds)
     try:
         return _parse(ds._as_serialized_graph(external_state_policy=policy.FAIL))  # noqa: SLF001
     except (tf.errors.FailedPreconditionError, tf.errors.InvalidArgumentError) as err:
         failure = str(err)
-    graph_def = _parse(ds._as_serialized_graph(external_state_policy=policy.IGNORE))  # noqa: SLF001
-    if allow_external_state:
-        return graph_def
+    graph_def = _parse_or_refuse(ds)
     named = stateful_op_named(failure)
     if named is None:
         raise RewriteError(f"TensorFlow cannot serialize this pipeline: {_first_line(failure)}")
@@ -93,9 +97,23 @@ def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = False) -> 
     raise RewriteError(_explain(graph_def, culprits[0], failure))
 
 
-def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any) -> tf.data.Dataset:
+def _parse_or_refuse(ds: tf.data.Dataset) -> GraphDef:
+    """Serialize ``ds``; what TensorFlow cannot serialize at all is refused with the reason
+    (an :class:`~plumbkit.tfdata.unrebuildable.UnrebuildableError`)."""
+    unrebuildable.refuse_if_unrebuildable(ds)
+    return unrebuildable.serialize(ds)
+
+
+def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
+                           captures: "live_state.Captures | None" = None,
+                           keepalive: Any = None) -> tf.data.Dataset:
     """A working Dataset from an (edited) GraphDef; ``element_spec`` is the original's.
 
+    ``captures`` (function name -> the tensors it captures, from
+    :func:`~plumbkit.tfdata.live_state.live_captures` of the user's Dataset) binds every
+    captured resource to the user's live one instead of the serialized copy; ``keepalive``
+    (what :func:`~plumbkit.tfdata.live_state.state_of` says keeps the user's Python functions and
+    generators alive) is kept with the result, so they outlive the user's own Dataset.
     Memory caches get a fresh resource: a serialized memory cache holds a handle to the
     *original* dataset's cache, and rebuilding it as is would share (and read back) what the
     original already cached, even when the graph below it has changed.
@@ -111,11 +129,19 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any) -> tf.data.Da
     if have and have != want:
         raise RewriteError(f"the graph yields {[t.name for t in have]} but element_spec "
                            f"needs {[t.name for t in want]}")
+    graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
+    builder = None
     try:
-        variant = gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
-    except tf.errors.OpError as err:
-        raise RewriteError(f"TensorFlow could not rebuild the edited graph: {err.message}") from err
-    return dataset_ops._VariantDataset(variant, element_spec)  # noqa: SLF001
+        if bindings:
+            variant, builder = live_state.variant_with_live_resources(graph_def, bindings)
+        else:
+            variant = gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
+    except (tf.errors.OpError, ValueError) as err:
+        message = getattr(err, "message", str(err))
+        raise RewriteError(f"TensorFlow could not rebuild the edited graph: {message}") from err
+    new = dataset_ops._VariantDataset(variant, element_spec)  # noqa: SLF001
+    keep = keepalive if isinstance(keepalive, tuple) else (keepalive,) if keepalive is not None else ()
+    return live_state.remember(new, keep, captures or {}, extra=(builder,) if builder else ())
 
 
 def root_name(graph_def: GraphDef) -> str:
@@ -478,3 +504,41 @@ def _first_line(message: str) -> str:
     said = re.search(r"Failed to serialize[^\[]*", message)
     lines = message.strip().splitlines()
     return said.group(0).strip() if said else (lines[0] if lines else message)
+
+
+# -- calibration: an operator alone on a cached sample of its inputs --------------------------------
+
+def insert_sample(graph_def: GraphDef, below: str, count: int, repeats: int) -> tuple[GraphDef, str]:
+    """``below``'s first ``count`` elements, cached in memory and repeated ``repeats`` times
+    (``take(count).cache().repeat(repeats)``), spliced in where ``below`` was read.
+
+    Returns the new graph and the RepeatDataset's name (set its count with :func:`set_count`).
+    """
+    graph_def = _copy(graph_def)
+    target = _node(graph_def, _resolve(graph_def, below))
+    take = _insert_above(graph_def, target, "TakeDataset", count=_const(graph_def, count))
+    graph_def, cache = insert_cache(graph_def, take.name)
+    repeat = _insert_above(graph_def, _node(graph_def, cache), "RepeatDataset",
+                           count=_const(graph_def, repeats))
+    return graph_def, repeat.name
+
+
+def set_count(graph_def: GraphDef, node_name: str, count: int) -> GraphDef:
+    """The ``count`` argument of a Take/Repeat node set to ``count``."""
+    graph_def = _copy(graph_def)
+    _set_arg(graph_def, _node(graph_def, node_name), "count", count)
+    return _pruned(graph_def)
+
+
+def with_output(graph_def: GraphDef, node_name: str) -> GraphDef:
+    """The sub-pipeline ending at ``node_name``: the ``_Retval`` reads it, the rest is pruned."""
+    graph_def = _copy(graph_def)
+    retval = next(n for n in graph_def.node if n.op == "_Retval")
+    del retval.input[:]
+    retval.input.append(node_name)
+    return _pruned(graph_def)
+
+
+def input_of(graph_def: GraphDef, node_name: str) -> str:
+    """The dataset a unary transformation reads (its first input)."""
+    return _ref(_node(graph_def, node_name).input[0])

@@ -9,6 +9,7 @@ runtime nodes to the user's operators and deriving rates is :mod:`plumbkit.analy
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable
@@ -93,7 +94,7 @@ class Tracer:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._wake = threading.Event()  # the poll loop's alarm: the consumer ended, or stop()
-        self._consumer_error: BaseException | None = None
+        self._closed = threading.Event()  # run() returned: a late consumer must not edit the trace
         self._batches = 0
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
 
@@ -103,6 +104,7 @@ class Tracer:
         self._wake.set()
 
     def _consume(self, puller: Puller) -> None:
+        ended, error = None, None
         try:
             while not self._stop.is_set():
                 puller.pull()
@@ -110,19 +112,20 @@ class Tracer:
                 if self._batches == self.warmup_batches:
                     self._warm_at = time.perf_counter()
                 if self.max_batches is not None and self._batches >= self.max_batches:
-                    self.raw.ended = "batch limit"
+                    ended = "batch limit"
                     break
         except StopIteration:
-            self.raw.ended = "end of data"
+            ended = "end of data"
         except Stopped:
             pass  # stop() or the end of the trace cancelled the pull in progress
         except BaseException as err:  # noqa: BLE001 - reported with the trace, never lost
-            self._consumer_error = err
-            self.raw.ended = "error"
-            self.raw.error = f"{type(err).__name__}: {err}"
+            ended, error = "error", f"{type(err).__name__}: {_first_line(err)}"
         finally:
-            if self.raw.ended == "running" and self._stop.is_set():
-                self.raw.ended = "stopped"
+            if not self._closed.is_set():  # past the deadline the trace is already reported
+                if ended is not None:
+                    self.raw.ended, self.raw.error = ended, error
+                elif self.raw.ended == "running" and self._stop.is_set():
+                    self.raw.ended = "stopped"
             self._done.set()
             self._wake.set()
 
@@ -140,12 +143,24 @@ class Tracer:
             self.raw.ended = "interrupted"
         finally:
             self._stop.set()
-            if not self._done.wait(STOP_GRACE):
+            blocked = not self._done.wait(STOP_GRACE)
+            if blocked:
                 puller.cancel()  # a GetNext blocked in TensorFlow ends here, not in 30 s
             consumer.join(timeout=JOIN_SECONDS)
+            if blocked:
+                self._report_blocked(time.perf_counter() - t0)
+            self._closed.set()
             self._take(iterator, t0, cpu0, process)
             del iterator, puller
         return self.raw
+
+    def _report_blocked(self, elapsed: float) -> None:
+        """The consumer was still inside ``next()`` when the trace ended (its pull was cancelled):
+        with nothing produced, the trace says so (a Stop or Ctrl-C keeps its own ending)."""
+        self.raw.consumer_blocked = True
+        if self._batches == 0 and self.raw.ended in ("running", "time limit", "converged"):
+            self.raw.ended = "no element"
+            self.raw.error = f"no element produced in {elapsed:.1f} s"
 
     def _take(self, iterator, t0, cpu0, process) -> Snapshot | None:
         try:
@@ -198,6 +213,13 @@ class Tracer:
         if any(e is None or e <= 0 for e in estimates):
             return False
         return all(abs(a - b) / b < CONVERGENCE_TOLERANCE for a, b in zip(estimates, estimates[1:]))
+
+
+def _first_line(err: BaseException) -> str:
+    """TensorFlow's errors run over many lines (op names, stack); the first says what happened."""
+    text = re.sub(r"\{\{[^}]*\}\}\s*", "", getattr(err, "message", None) or str(err))
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return re.sub(r"\s*\[Op:\w+\].*$", "", lines[0]) if lines else type(err).__name__
 
 
 def _window_rate(snaps: list[Snapshot]) -> float | None:

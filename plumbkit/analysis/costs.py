@@ -1,0 +1,112 @@
+"""Three facts per operator: CPU per element, latency per element, and whether it holds the GIL.
+
+Pure: combines what calibration measured alone (:class:`~plumbkit.model.costs.Calibration`)
+with what the live trace measured in the pipeline (elements, visit ratios, wall time), and says
+where each figure comes from. The resource model the planner and the bottleneck use:
+
+- a CPU-bound operator needs ``V_i c_i`` core-seconds per minibatch; all of them share the
+  cores (``sum theta_i <= cores``), one thread uses at most one core;
+- a latency-bound operator (one call takes several times its CPU: a sleep, a remote fetch,
+  slow storage) is limited by its concurrency, ``X <= k_i / (V_i l_i)``, and charges the
+  cores only its CPU; its calls run on tf.data's thread pool, so ``k_i`` above the pool's size
+  needs the pool raised;
+- every operator running Python (``py_function``, ``numpy_function``, ``from_generator``)
+  holds the GIL while it computes: together, and with the Python consumer loop, they get at
+  most one core, whatever their parallelism.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..model.costs import Calibration
+
+#: One call at a time, an operator whose wall time per element is at least this many times
+#: its CPU mostly waits: it is latency-bound. (A CPU-bound operator alone on a shared 2-core
+#: machine rarely waits more than its own CPU time for a core.)
+LATENCY_RATIO = 3.0
+#: Highest concurrency the planner gives a latency-bound operator.
+MAX_CONCURRENCY = 64
+
+CALIBRATED = "calibrated alone"
+FROM_TRACE = "trace wall time, scaled"
+PROBED = "probe alone, one call at a time"
+TRACED = "trace self time per element"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """An operator's costs per element it produces, and where each comes from."""
+
+    cpu: float | None  # c_i, CPU seconds per element
+    cpu_from: str  # CALIBRATED or FROM_TRACE
+    latency: float | None  # l_i, wall seconds per element, one call at a time
+    latency_from: str  # PROBED or TRACED ("" when unknown)
+    bound: str | None  # "cpu" or "latency" (None: costs nothing measurable)
+    holds_gil: bool
+
+
+def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
+                  traced_cpu: float | None, traced_wall: float | None) -> Cost:
+    """The three facts for one operator.
+
+    ``traced_cpu`` is the trace's fallback (self time scaled to the process CPU, per element);
+    ``traced_wall`` its self time per element (per call, summed over threads).
+    """
+    cost = calibration.for_operator(name, label) if calibration is not None else None
+    if cost is None or cost.cpu_per_element is None:
+        cpu, cpu_from = traced_cpu, FROM_TRACE
+    else:
+        cpu, cpu_from = cost.cpu_per_element, CALIBRATED
+    latency, latency_from = (traced_wall, TRACED) if traced_wall is not None else (None, "")
+    probe_cpu = None
+    if cost is not None and cost.latency_per_element is not None:
+        latency, latency_from = cost.latency_per_element, PROBED
+        probe_cpu = cost.probe_cpu_per_element
+    return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from,
+                bound=classify(cpu, latency if latency_from == PROBED else None, probe_cpu),
+                holds_gil=holds_gil)
+
+
+def classify(cpu: float | None, probed_latency: float | None, probe_cpu: float | None) -> str | None:
+    """``"latency"`` when one call at a time waits most of its wall time, else ``"cpu"``.
+
+    Only a probe (the operator alone, one call at a time) can say so: in the pipeline, wall time
+    also counts waiting for a core, which depends on the neighbours.
+    """
+    if probed_latency is not None:
+        reference = probe_cpu if probe_cpu is not None else cpu
+        if reference is not None and probed_latency >= LATENCY_RATIO * max(reference, 1e-9):
+            return "latency"
+    if cpu is None or cpu <= 0:
+        return None
+    return "cpu"
+
+
+def capacity(*, visit_ratio: float | None, cpu: float | None, latency: float | None, bound: str | None,
+             holds_gil: bool, parallelism: int | None, sequential: bool, cores: int,
+             threadpool: int) -> float:
+    """Minibatches/s this operator sustains in its current configuration (inf: unlimited).
+
+    CPU-bound: ``min(threads, cores) / (V c)``; latency-bound: ``concurrency / (V l)``, where
+    the concurrency of a parallel operator is capped by tf.data's thread pool; a GIL holder
+    never gets more than one core.
+    """
+    if not visit_ratio or not cpu and not latency:
+        return math.inf
+    threads = 1 if sequential else max(1, parallelism or 1)
+    if bound == "latency" and latency:
+        concurrency = threads if sequential else min(threads, max(1, threadpool))
+        limit = concurrency / (visit_ratio * latency)
+        if holds_gil and cpu:
+            limit = min(limit, 1.0 / (visit_ratio * cpu))
+        return limit
+    if not cpu:
+        return math.inf
+    usable = 1 if holds_gil else min(threads, cores)
+    return usable / (visit_ratio * cpu)
+
+
+__all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "LATENCY_RATIO", "MAX_CONCURRENCY", "PROBED", "TRACED",
+           "capacity", "classify", "operator_cost"]

@@ -1,0 +1,117 @@
+"""Per-operator CPU against the truth: the trace's old estimate (wall self time, scaled to the
+process CPU) and the calibrated one, on the bench pipelines; and what calibration costs.
+
+The truth here takes no shortcut of calibration's (no cached sample, no long-lived iterator):
+the sub-pipeline ending at the operator minus the one ending at its input, each built fresh
+from the graph, in the pipeline's own options, driven by ``reduce``, timed by the process CPU
+clock; a long run minus a short one (so start-up costs cancel), rounds interleaved, medians.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Callable
+
+import tensorflow as tf
+
+from ..engine import trace
+from ..engine.calibration import calibrated
+from ..tfdata import graph_edits
+from ..tfdata.graph import dataset_at
+from ..tfdata.tracer import observable
+
+#: Operators whose cost is measured against the truth (those with a function of their own).
+MEASURED_KINDS = ("map", "filter", "interleave", "flat_map", "batch", "padded_batch", "map_and_batch")
+#: Wall seconds a truth run of the long kind aims at.
+TRUTH_SECONDS = 0.4
+
+
+def _runner(ds: tf.data.Dataset) -> Callable[[int], float]:
+    counted = tf.function(lambda n: ds.take(n).reduce(tf.constant(0, tf.int64), lambda c, _: c + 1))
+    concrete = counted.get_concrete_function(tf.TensorSpec([], tf.int64))
+
+    def run(n: int) -> float:
+        c0 = time.process_time()
+        concrete(tf.constant(n, tf.int64))
+        return time.process_time() - c0
+    return run
+
+
+def prefix_truth(graph_def, name: str, child: str, options: tf.data.Options, *, elements: int,
+                 inputs_per_element: float, rounds: int = 3) -> float:
+    """CPU seconds per element of operator ``name`` (reading ``child``), by difference of prefixes."""
+    with_op = _runner(dataset_at(graph_def, name).with_options(options))
+    without = _runner(dataset_at(graph_def, child).with_options(options))
+    big, small = elements, max(1, elements // 4)
+    big_in, small_in = (max(1, round(n * inputs_per_element)) for n in (big, small))
+    with_op(small), without(small_in)  # warm: functions traced, files in the page cache
+    runs: dict[str, list[float]] = {"a": [], "a_small": [], "b": [], "b_small": []}
+    for r in range(rounds):
+        order = [("a", with_op, big), ("a_small", with_op, small), ("b", without, big_in), ("b_small", without, small_in)]
+        for key, run, n in (order if r % 2 == 0 else order[::-1]):
+            runs[key].append(run(n))
+    m = {k: statistics.median(v) for k, v in runs.items()}
+    per_output = (m["a"] - m["a_small"]) / (big - small)
+    per_input = (m["b"] - m["b_small"]) / max(1, big_in - small_in)
+    return max(0.0, per_output - inputs_per_element * per_input)
+
+
+def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: float,
+                    log: Callable[[str], None] = print, rounds: int = 3) -> dict:
+    """One traced pipeline: every measured operator's CPU per element — truth, the old estimate
+    (before) and the calibrated one (after) — and the calibration's wall time."""
+    log(f"[{name}] trace, then calibration")
+    ds = make()
+    before = trace(ds, seconds=seconds, converge=False, calibrate=False)
+    t0 = time.perf_counter()
+    after = calibrated(ds, before)
+    calibration_seconds = time.perf_counter() - t0
+    graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
+    options = observable(ds).options()
+    rows = []
+    visits = {o.name: o.visit_ratio for o in before.ops}
+    for old in before.ops:
+        op = before.pipeline.operators.get(old.name)
+        if op is None or op.kind not in MEASURED_KINDS or len(op.inputs) != 1 or not old.elements:
+            continue
+        new = after.op(old.name)
+        child_v, v = visits.get(op.inputs[0]), old.visit_ratio
+        if not child_v or not v or old.elements_per_second <= 0:
+            continue
+        per_input = child_v / v
+        n = int(min(20_000, max(32, TRUTH_SECONDS * old.elements_per_second)))
+        log(f"[{name}] truth for {op.label} ({n} elements)")
+        truth = prefix_truth(graph_def, op.name, op.inputs[0], options, elements=n,
+                             inputs_per_element=per_input, rounds=rounds)
+        rows.append({"operator": op.label, "truth": truth, "before": _per_element(old),
+                     "after": new.cpu_per_element, "before_error": _error(_per_element(old), truth),
+                     "after_error": _error(new.cpu_per_element, truth)})
+    return {"pipeline": name, "operators": len(before.pipeline), "calibrated": sum(
+        1 for c in (after.calibration.costs.values() if after.calibration else ()) if c.cpu_per_element is not None),
+        "calibration_seconds": calibration_seconds, "rows": rows}
+
+
+def _per_element(o) -> float | None:
+    """The old estimate: wall self time scaled to the process CPU, per element."""
+    return o.cpu_seconds / o.elements if o.elements else None
+
+
+def _error(estimate: float | None, truth: float) -> float | None:
+    """Relative error of the per-core rate (1 / CPU per element) against the truth's."""
+    if estimate is None or not truth or estimate <= 0:
+        return None
+    return abs(truth / estimate - 1.0)
+
+
+def summary(results: list[dict]) -> dict:
+    """Median rate error before and after, over every measured operator."""
+    before = [r["before_error"] for res in results for r in res["rows"] if r["before_error"] is not None]
+    after = [r["after_error"] for res in results for r in res["rows"] if r["after_error"] is not None]
+    return {"median_before": statistics.median(before) if before else math.nan,
+            "median_after": statistics.median(after) if after else math.nan,
+            "operators": len(after)}
+
+
+__all__ = ["operator_errors", "prefix_truth", "summary"]

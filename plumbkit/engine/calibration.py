@@ -1,0 +1,72 @@
+"""Calibration as its own phase: after a live trace, each operator alone (see
+:mod:`plumbkit.tfdata.calibrate`), then the trace rebuilt on the calibrated costs.
+
+A live trace shows wall-time shares (labelled so) while it runs; the calibrated figures replace
+them when this phase ends. A calibration can be reused for a rebuilt pipeline (a step, a round
+of the optimizer): operators are matched by label, and only new ones are calibrated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import TYPE_CHECKING, Callable
+
+from ..model.costs import Calibration
+from ..tfdata.calibrate import Hint, calibrate
+from ..tfdata.tracer import observable
+from .trace_result import Trace, build_trace
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+
+def hints(trace: Trace) -> dict[str, Hint]:
+    """What the trace says about each operator, to size its calibration runs."""
+    visits = {o.name: o.visit_ratio for o in trace.ops}
+    rates = {o.name: o.elements_per_second for o in trace.ops}
+    sizes = {o.name: o.cardinality for o in trace.ops}
+    out = {}
+    for o in trace.ops:
+        if o.injected or o.name not in trace.pipeline.operators:
+            continue
+        op = trace.pipeline[o.name]
+        child = visits.get(op.inputs[0]) if len(op.inputs) == 1 else None
+        per = child / o.visit_ratio if child and o.visit_ratio else None
+        out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
+                           input_rate=rates.get(op.inputs[0]) if op.inputs else None,
+                           input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
+                           active=o.elements > 0)
+    return out
+
+
+def _finite(n: float | None) -> int | None:
+    return int(n) if n is not None and math.isfinite(n) else None
+
+
+def calibrated(ds: "tf.data.Dataset", trace: Trace, *, reuse: Calibration | None = None,
+               on_progress: Callable[[str, float], None] | None = None) -> Trace:
+    """``trace`` rebuilt on per-operator costs measured alone (``ds`` is the traced pipeline).
+
+    With ``reuse``, operators it already covers (by label) are not calibrated again.
+    """
+    known = {}
+    if reuse is not None:
+        for op in trace.pipeline:
+            cost = reuse.for_operator(op.name, op.label)
+            if cost is not None:
+                known[op.name] = dataclasses.replace(cost, name=op.name)
+    todo = {o.name for o in trace.ops if o.elements > 0 and o.name in trace.pipeline.operators} - set(known)
+    calibration = Calibration(costs=known, consumer_cpu_per_batch=reuse.consumer_cpu_per_batch if reuse else None)
+    if todo or calibration.consumer_cpu_per_batch is None:
+        fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
+                          names=todo, on_progress=on_progress)
+        calibration = Calibration(costs={**known, **fresh.costs},
+                                  consumer_cpu_per_batch=fresh.consumer_cpu_per_batch,
+                                  seconds=fresh.seconds, notes=fresh.notes)
+    return build_trace(trace.pipeline, trace.raw, cardinalities=trace.cardinalities,
+                       file_sizes=trace.file_sizes, notes=trace.notes,
+                       source_exact=trace.analysis.source_exact, calibration=calibration)
+
+
+__all__ = ["calibrated", "hints"]

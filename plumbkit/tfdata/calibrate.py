@@ -1,0 +1,379 @@
+"""Calibrate each operator's cost: run it alone, on a cached sample of its real inputs.
+
+Why: tf.data's per-node self time (what a live trace reads) is wall time. With tf.data's
+parallel maps sharing two cores, or a neighbour busy on one, a cheap operator's wall time
+includes waiting for a core a heavy one holds; and an operator that waits (a sleep, a remote
+fetch) shows wall time with almost no CPU. So each operator is run alone, in the pipeline's own
+execution mode (the same options and parallelism), and timed by the process CPU clock:
+
+- an operator reading one input: the graph with ``take(k).cache().repeat(R)`` spliced under it
+  (a sample of its real inputs, computed once), pulled from one long-lived iterator in chunks
+  consumed inside TensorFlow (no Python per element), minus the same sample read without the
+  operator; interleaved runs, medians;
+- a source (or ``from_generator``): its own first elements, driven the same way;
+- operators that only pass elements on (prefetch, repeat, take, ...) and several-input ones
+  keep the trace's figures (labelled so).
+
+Operators that may wait (Python functions, sources, or an operator whose traced wall time per
+element is well above its CPU) also get a short sequential probe, one call at a time: its wall
+time per element is the operator's *latency*. Runs in this process (pipelines holding Python
+functions are rebuilt here, never elsewhere), and needs the machine to itself: it is its own
+phase, after a live trace, never during one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import tensorflow as tf
+from tensorflow.python.data.util import structure
+from tensorflow.python.ops import gen_dataset_ops
+
+from ..model.costs import ALONE, SOURCE, Calibration, OperatorCost
+from ..model.pipeline import Operator, Pipeline
+from . import graph_edits
+from .graph import dataset_at
+
+#: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
+#: most; fewer (not under MIN_SAMPLE) when computing them would take over SAMPLE_SECONDS.
+SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
+#: Process CPU seconds one timed run of an operator aims at.
+TARGET_CPU_SECONDS = 0.02
+#: Elements pulled before timing (the iterator's start-up, buffers filled).
+WARM_ELEMENTS = 4
+#: Loop steps one timed run takes: at most MAX_STEPS, at least MIN_STEPS unless it waits.
+MAX_STEPS, MIN_STEPS = 100_000, 16
+#: Wall seconds one ``next()`` of the driver aims at (it consumes many elements inside TensorFlow).
+NEXT_SECONDS = 0.003
+#: Quiet means: less than this share of one core used over QUIET_STEP_SECONDS.
+QUIET_SHARE, QUIET_STEP_SECONDS = 0.15, 0.003
+#: Wall seconds a timed run may last at most (an operator that mostly waits).
+TARGET_WALL_SECONDS = 0.05
+#: Timed runs of the operator (and of its sample alone), interleaved, after one warm-up pair.
+ROUNDS = 3
+#: Wall seconds the sequential latency probe aims at.
+PROBE_WALL_SECONDS = 0.06
+#: A traced wall time per element this many times the calibrated CPU makes an operator a
+#: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
+PROBE_CANDIDATE_RATIO = 1.5
+#: Kinds that make at least one element of every input (or batch of inputs): run on a sample
+#: repeated forever, they never starve (others are first counted on one pass of the sample).
+NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
+#: Kinds that pass elements on without work of their own: the trace's figures stand.
+PASS_THROUGH_KINDS = frozenset({"prefetch", "cache", "repeat", "take", "skip", "shard",
+                                "assert_cardinality", "options"})
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What the live trace says about an operator, to size the calibration runs."""
+
+    wall_per_element: float | None = None  # traced self time per element produced (per call)
+    inputs_per_element: float | None = None  # elements read per element produced
+    input_rate: float | None = None  # elements per second its input produced in the pipeline
+    input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
+    active: bool = True  # produced elements in the trace (idle operators are not calibrated)
+
+
+def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
+              options: tf.data.Options | None = None, names: set[str] | None = None,
+              on_progress: Callable[[str, float], None] | None = None) -> Calibration:
+    """Calibrate every operator of ``pipeline`` (the model of ``ds``; or only ``names``).
+
+    ``options`` are the execution mode (default: ``ds.options()``); ``hints`` come from a
+    trace of the same pipeline and only size the runs. Never raises for one operator: an
+    operator TensorFlow cannot run alone is reported with ``cpu_per_element=None`` and why.
+    """
+    t0 = time.perf_counter()
+    hints = hints or {}
+    options = options if options is not None else ds.options()
+    graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
+    todo = [op for op in pipeline if names is None or op.name in names]
+    costs: dict[str, OperatorCost] = {}
+    for i, op in enumerate(todo):
+        if on_progress is not None:
+            on_progress(f"calibrating {op.label}", i / max(1, len(todo)))
+        hint = hints.get(op.name, Hint())
+        start = time.perf_counter()
+        try:
+            cost = _calibrate_operator(graph_def, op, options, hint)
+        except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError) as err:
+            cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {_first_line(err)}")
+        costs[op.name] = _replace_seconds(cost, time.perf_counter() - start)
+    consumer = consumer_cpu_per_batch(ds)
+    return Calibration(costs=costs, consumer_cpu_per_batch=consumer, seconds=time.perf_counter() - t0)
+
+
+def _calibrate_operator(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
+    if not hint.active:
+        return OperatorCost(op.name, op.label, None, how="idle in the trace: not calibrated")
+    if op.kind in PASS_THROUGH_KINDS:
+        return OperatorCost(op.name, op.label, None, how="passes elements on: from the trace")
+    if not op.inputs or "from_generator" in op.inner_kinds:
+        return _calibrate_source(graph_def, op, options, hint)
+    if len(op.inputs) == 1:
+        return _calibrate_alone(graph_def, op, options, hint)
+    return OperatorCost(op.name, op.label, None, how="several inputs: from the trace")
+
+
+# -- running and timing -------------------------------------------------------------------------
+
+def _count(ds: tf.data.Dataset) -> int:
+    """Elements in a small finite dataset (a Python loop: ``reduce`` would trace a function)."""
+    return sum(1 for _ in ds)
+
+
+@dataclass(frozen=True)
+class _Run:
+    cpu: float
+    wall: float
+    elements: int
+    per_next: int = 1
+
+
+class _Driver:
+    """Pulls elements from one long-lived iterator inside TensorFlow (a graph loop calling
+    ``get_next``: no Python per element), so the iterator's start-up (threads, function
+    instantiation, tf.data's static rewrites) is paid once, outside the timed runs.
+
+    The operator under test is pulled one element per loop step, as a consumer that works on
+    each element pulls it (behind a consumer that never waits, a parallel map's threads spend
+    measurably less CPU than in a pipeline or under ``reduce``). Its input alone is pulled with
+    as many loop steps, each consuming ``per_next`` elements (``shard(k, k - 1)``: the skipped
+    elements are produced in full), so the loop's own cost cancels.
+    """
+
+    def __init__(self, ds: tf.data.Dataset, per_next: int):
+        self.per_next = max(1, per_next)
+        ds = ds.shard(self.per_next, self.per_next - 1) if self.per_next > 1 else ds
+        self._iterator = iter(ds)
+        self._handle = self._iterator._iterator_resource  # noqa: SLF001 - the iterator's resource
+        self._pull = _puller(tuple(structure.get_flat_tensor_types(ds.element_spec)),
+                             tuple(tuple(s.as_list()) if s.rank is not None else None
+                                   for s in structure.get_flat_tensor_shapes(ds.element_spec)))
+
+    def run(self, nexts: int) -> _Run:
+        """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
+        their buffers after the last step, and that work belongs to this run (it starts and ends
+        with full buffers, so it did exactly its elements' work)."""
+        c0, w0 = time.process_time(), time.perf_counter()
+        self._pull(self._handle, tf.constant(nexts, tf.int64))
+        wall = time.perf_counter() - w0
+        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next)
+
+
+@functools.lru_cache(maxsize=64)
+def _puller(types: tuple, shapes: tuple):
+    """A graph loop pulling ``steps`` elements from an iterator given by its resource handle,
+    traced once per element structure (tracing is slow: not once per operator)."""
+    output_shapes = [tf.TensorShape(s) for s in shapes]
+
+    def step(handle, i):
+        element = gen_dataset_ops.iterator_get_next(handle, output_types=list(types), output_shapes=output_shapes)
+        with tf.control_dependencies(element):  # the pull is what costs; its value is unused
+            return i + 1
+
+    @tf.function(autograph=False)
+    def pull(handle, steps):
+        return tf.while_loop(lambda i: i < steps, lambda i: step(handle, i), [tf.constant(0, tf.int64)])
+
+    return pull.get_concrete_function(tf.TensorSpec([], tf.resource), tf.TensorSpec([], tf.int64))
+
+
+def _quiet(step: float = QUIET_STEP_SECONDS, max_wait: float = 0.5) -> float:
+    """Wait until this process stops using CPU (background threads done); the CPU clock then."""
+    deadline = time.perf_counter() + max_wait
+    while True:
+        c0 = time.process_time()
+        time.sleep(step)
+        c1 = time.process_time()
+        if c1 - c0 < QUIET_SHARE * step or time.perf_counter() > deadline:
+            return c0 if c1 - c0 < QUIET_SHARE * step else c1
+
+
+def _built(graph_def, node: str, options: tf.data.Options | None) -> tf.data.Dataset:
+    ds = dataset_at(graph_edits.with_output(graph_def, node), node)
+    return ds.with_options(options) if options is not None else ds
+
+
+def _clamp(x: float, lo: int, hi: int) -> int:
+    if not math.isfinite(x):
+        return hi
+    return int(max(lo, min(hi, math.ceil(x))))
+
+
+def _chunk(seconds_per_element: float, target: float) -> int:
+    """Elements per ``next()`` so that one ``next()`` takes about ``target``."""
+    return _clamp(target / max(seconds_per_element, 1e-7), 1, 200_000)
+
+
+def _nexts(trial: _Run) -> int:
+    """``next()`` calls per timed run, from a trial run: about TARGET_CPU_SECONDS of CPU, and
+    never more than TARGET_WALL_SECONDS of wall time (operators that wait)."""
+    calls = trial.elements / trial.per_next
+    by_cpu = TARGET_CPU_SECONDS / max(trial.cpu / calls, 1e-7)
+    by_wall = TARGET_WALL_SECONDS / max(trial.wall / calls, 1e-7)
+    return _clamp(min(by_cpu, by_wall), 1, 100_000)
+
+
+def _medians(runs: list[_Run]) -> tuple[float, float, int]:
+    """(median CPU, median wall) per element, and elements per run."""
+    n = runs[-1].elements
+    return (statistics.median(r.cpu for r in runs) / n, statistics.median(r.wall for r in runs) / n, n)
+
+
+# -- an operator reading one input: alone on a cached sample ---------------------------------------
+
+def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
+    """CPU per element produced: the operator over its cached sample, minus the sample read
+    alone (per input, times the inputs it reads per element), interleaved, medians."""
+    size = sample_size(hint)
+    ratio = hint.inputs_per_element if op.kind in NEVER_EMPTY_KINDS else None
+    if ratio is None:  # an operator that may drop elements: count what it makes of its sample
+        sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, 1)
+        first = _built(sampled, op.name, options)
+        outputs = _count(first)  # computes and caches the sample, instantiates the functions
+        if outputs <= 0:
+            return OperatorCost(op.name, op.label, None, how="produced nothing from its sample: from the trace")
+        inputs = size if hint.input_cardinality is None else min(size, hint.input_cardinality)
+        ratio = inputs / outputs  # inputs read per element produced, on this sample
+    else:
+        sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
+        first = _built(sampled, op.name, options)
+    # Serialized again, the cache node holds the handle of ``first``'s cache: datasets rebuilt
+    # from this graph read the sample once it is computed (it is never computed twice).
+    again = graph_edits.graph_def_of(first, allow_external_state=True)
+    top = graph_edits.root_name(again)
+    repeat = graph_edits.input_of(again, top)
+    forever = graph_edits.set_count(again, repeat, -1)
+    with_op = _Driver(_built(forever, top, options), 1)
+    nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
+    without = _Driver(_built(forever, repeat, options), max(1, round(ratio)))
+    without.run(WARM_ELEMENTS)
+    a_runs, b_runs = [], []
+    for r in range(ROUNDS):
+        pair = [(with_op, a_runs), (without, b_runs)]
+        for driver, into in (pair if r % 2 == 0 else pair[::-1]):
+            into.append(driver.run(nexts))
+    a_cpu, a_wall, n = _medians(a_runs)
+    b_cpu, b_wall, _ = _medians(b_runs)
+    cost = OperatorCost(op.name, op.label, max(0.0, a_cpu - ratio * b_cpu),
+                        wall_per_element=max(0.0, a_wall - ratio * b_wall), elements=n,
+                        runs=ROUNDS, spread=_spread([r.cpu for r in a_runs]), how=ALONE)
+    if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
+        cost = _probe(forever, top, options, cost, hint, ratio * b_wall)
+    return cost
+
+
+def sample_size(hint: Hint) -> int:
+    """Inputs to cache: SAMPLE_ELEMENTS, fewer when the pipeline below produces them slowly
+    (computing the sample should take at most SAMPLE_SECONDS)."""
+    if hint.input_rate:
+        return _clamp(min(SAMPLE_ELEMENTS, SAMPLE_SECONDS * hint.input_rate), MIN_SAMPLE, SAMPLE_ELEMENTS)
+    return SAMPLE_ELEMENTS
+
+
+def _probe_wanted(op: Operator, hint: Hint, cpu: float) -> bool:
+    """Python operators always (they may wait); others when the trace saw them spend well
+    above their CPU per element (an operator fused away by tf.data shows no time of its own)."""
+    if op.holds_gil:
+        return True
+    return hint.wall_per_element is not None and hint.wall_per_element > PROBE_CANDIDATE_RATIO * cpu
+
+
+def _grown(driver: "_Driver", start: int = WARM_ELEMENTS) -> int:
+    """Steps per timed run: grown from ``start`` until a run costs about TARGET_CPU_SECONDS of
+    CPU or TARGET_WALL_SECONDS of wall time (the growing runs also warm the iterator up)."""
+    steps = start
+    driver.run(steps)  # the iterator's start-up (and the sample, computed once)
+    driver.run(steps)  # buffers refilled after it
+    while steps < MAX_STEPS:
+        trial = driver.run(steps)
+        if trial.wall >= TARGET_WALL_SECONDS / 2:
+            return max(1, _nexts(trial))  # an operator that waits: few, long steps
+        if trial.cpu >= TARGET_CPU_SECONDS / 2:
+            return max(MIN_STEPS, _nexts(trial))
+        steps = min(MAX_STEPS, steps * 4)
+    return steps
+
+
+def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wall: float) -> OperatorCost:
+    """One call at a time: wall seconds per element is the operator's latency."""
+    node = graph_edits._node(graph_def, top)  # noqa: SLF001 - same room
+    if graph_edits._has_arg(node.op, "num_parallel_calls"):  # noqa: SLF001
+        graph_def = graph_edits.set_parallelism(graph_def, top, 1)
+    sequential = tf.data.Options()
+    sequential.experimental_optimization.map_parallelization = False
+    probe_options = options.merge(sequential) if options is not None else sequential
+    driver = _Driver(_built(graph_def, top, probe_options), 1)
+    driver.run(2)  # warm: the iterator, the first Python call
+    steps = 2
+    while True:
+        run = driver.run(steps)
+        if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
+            break
+        steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
+    return _replace(cost, latency_per_element=max(0.0, run.wall / run.elements - read_wall),
+                    probe_cpu_per_element=run.cpu / run.elements)
+
+
+# -- sources: their own first elements -------------------------------------------------------------
+
+def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
+    """A source alone, repeated (a fresh pass each epoch, as in training). Sources run one
+    element at a time: their wall time per element is also their latency."""
+    guess = hint.wall_per_element or 2e-5
+    base = _built(graph_def, op.name, options).repeat()
+    driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
+    nexts = _grown(driver, 1)
+    runs = [driver.run(nexts) for _ in range(ROUNDS)]
+    cpu, wall, n = _medians(runs)
+    return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=wall,
+                        probe_cpu_per_element=cpu, elements=n, runs=ROUNDS,
+                        spread=_spread([r.cpu for r in runs]), how=SOURCE)
+
+
+# -- the consumer -------------------------------------------------------------------------------
+
+def consumer_cpu_per_batch(ds: tf.data.Dataset, seconds: float = 0.05) -> float | None:
+    """CPU seconds one ``next()`` of a Python consumer loop costs (it holds the GIL for most of
+    it): measured on the pipeline's first minibatch served from memory, so nothing else runs."""
+    try:
+        iterator = iter(ds.take(1).cache().repeat())
+        next(iterator)
+        n, c0, t0 = 0, time.thread_time(), time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            next(iterator)
+            n += 1
+        return (time.thread_time() - c0) / n if n else None
+    except (tf.errors.OpError, StopIteration, ValueError, TypeError):
+        return None
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+def _spread(values: list[float]) -> float:
+    mid = statistics.median(values)
+    return (max(values) - min(values)) / mid if mid > 0 else 0.0
+
+
+def _replace(cost: OperatorCost, **changes) -> OperatorCost:
+    import dataclasses
+    return dataclasses.replace(cost, **changes)
+
+
+def _replace_seconds(cost: OperatorCost, seconds: float) -> OperatorCost:
+    return _replace(cost, seconds=seconds)
+
+
+def _first_line(err: BaseException) -> str:
+    text = getattr(err, "message", None) or str(err)
+    return text.strip().splitlines()[0][:200] if text.strip() else type(err).__name__
+
+
+__all__ = ["Hint", "calibrate", "consumer_cpu_per_batch"]

@@ -1,0 +1,119 @@
+"""No plan caches more than its budget: the cache's fill is guarded in tf.data itself, and the
+optimizer falls back to no cache when its estimate was too low. Resident memory is read from
+the OS while the pipelines run. ~20 s.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import psutil
+import pytest
+import tensorflow as tf
+
+import plumbkit
+from plumbkit.model.plan import Change
+from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.tfdata.memory_guard import GUARD_MARKER
+from plumbkit.tfdata.rebuild import apply_changes
+
+MB = 10**6
+
+
+def peak_rss_growth(ds: tf.data.Dataset, epochs: int = 1) -> tuple[float, Exception | None]:
+    """Largest growth of this process's resident memory while iterating ``ds``, and the error."""
+    gc.collect()
+    process = psutil.Process()
+    base = peak = process.memory_info().rss
+    try:
+        for _ in range(epochs):
+            for _ in ds:
+                peak = max(peak, process.memory_info().rss)
+    except tf.errors.InvalidArgumentError as err:
+        return peak - base, err
+    return peak - base, None
+
+
+def megabyte_rows(n: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(n).map(lambda i: tf.fill([2**20], tf.cast(i % 251, tf.uint8)))
+
+
+def test_a_guarded_cache_stops_its_fill_at_the_limit_with_a_clear_message():
+    ds = megabyte_rows(400)  # 420 MB if cached whole
+    op = pipeline_of(ds).root
+    guarded = apply_changes(ds, [Change("cache", "map(lambda)", op, "", "test")], cache_limit=60 * MB)
+    growth, error = peak_rss_growth(guarded)
+    assert error is not None and GUARD_MARKER in error.message
+    assert "the cache after map(lambda) passed its limit of 60.0 MB" in error.message
+    assert growth < 60 * MB + 100 * MB  # the limit plus a few elements and TF's buffers, not 420 MB
+
+
+def test_a_guarded_cache_under_its_limit_caches_and_keeps_the_elements():
+    ds = tf.data.Dataset.range(50).map(lambda i: tf.fill([3], i * 2))
+    op = pipeline_of(ds).root
+    guarded = apply_changes(ds, [Change("cache", "map(lambda)", op, "", "test")], cache_limit=10 * MB)
+    expected = [e.tolist() for e in ds.as_numpy_iterator()]
+    assert [e.tolist() for e in guarded.as_numpy_iterator()] == expected
+    assert [e.tolist() for e in guarded.as_numpy_iterator()] == expected  # read back from the cache
+
+
+K, N = 8000, 8500  # the last 500 elements are a megabyte each; a short trace sees only the first ones
+
+
+def slow_then_big() -> tf.data.Dataset:
+    def work(i):
+        m = tf.fill([32, 32], tf.sin(tf.cast(i, tf.float32)))
+        for _ in range(16):
+            m = tf.sin(tf.matmul(m, m))
+        return i + tf.cast(tf.reduce_sum(m) * 0, tf.int64)
+
+    def payload(i):
+        return tf.fill([tf.where(i < K, 1, 2**20)], tf.cast(i % 251, tf.uint8))
+    return tf.data.Dataset.range(N).map(work).map(payload)
+
+
+def sizes_and_growth(ds: tf.data.Dataset) -> tuple[list[int], float, Exception | None]:
+    """Every element's length (counted inside TensorFlow: a Python loop would take longer),
+    the peak growth of resident memory meanwhile, and the error that ended it, if any."""
+    gc.collect()
+    process = psutil.Process()
+    base = peak = process.memory_info().rss
+    out: list[int] = []
+    try:
+        for batch in ds.map(tf.size).batch(500).as_numpy_iterator():
+            out += batch.tolist()
+            peak = max(peak, process.memory_info().rss)
+    except tf.errors.InvalidArgumentError as err:
+        return out, peak - base, err
+    return out, peak - base, None
+
+
+def test_a_plan_whose_cache_is_larger_than_estimated_stays_within_its_budget():
+    budget = 150 * MB  # the true size is 525 MB; the estimate from the trace a few KB
+    process = psutil.Process()
+    gc.collect()
+    base = process.memory_info().rss
+    plan = plumbkit.optimize(slow_then_big, seconds=1.5, rounds=1, compare=False, memory_budget=budget)
+    peaks = [s.rss for t in (plan.trace, plan.final_trace) for s in t.raw.snapshots]
+    assert max(peaks) - base < budget + 150 * MB
+    got, growth, error = sizes_and_growth(plan.dataset)
+    if plan.cache.node is None:  # the optimizer filled the cache, the guard stopped it: no cache
+        note = next(n for n in plan.notes if n.startswith(GUARD_MARKER))
+        assert "passed its limit of 150.0 MB" in note and "the plan caches nothing" in note
+        assert not [c for c in plan.changes if c.what == "cache"]
+        assert error is None and got == [1] * K + [2**20] * (N - K)  # the same elements
+        assert growth < 150 * MB  # nothing cached: one element at a time
+    else:  # a noisy trace made the epoch look too long to fill while optimizing: the guard holds
+        assert any("the cache's fill is guarded" in n for n in plan.notes)
+        assert error is not None and GUARD_MARKER in error.message
+        assert got == [1] * K + [2**20] * (len(got) - K)  # the same elements up to the stop
+        assert growth < budget + 150 * MB
+
+
+@pytest.mark.parametrize("budget", [None])
+def test_the_default_budget_leaves_room(budget):
+    from plumbkit.planning.budget import DEFAULT_BUDGET_SHARE, usable_budget
+    from plumbkit.host.machine import available_memory
+    assert usable_budget(budget).bytes == pytest.approx(DEFAULT_BUDGET_SHARE * available_memory()[0], rel=0.1)
+    assert np.isfinite(usable_budget(budget).bytes)

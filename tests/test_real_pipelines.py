@@ -1,0 +1,191 @@
+"""Pipelines as people write them, made on the spot: a ``from_generator`` reader, a
+``py_function`` tokenizer, Keras ``TextVectorization`` / ``StringLookup`` (keras-io's text
+classification shape, ending in ``.cache().prefetch(10)``), a shuffle under the user's cache
+(seeded and unseeded) and a short evaluation epoch.
+
+Each is traced, stepped and optimized — nothing refused — and what plumbkit hands back yields
+the same elements: in the same order when the pipeline is deterministic, the same multiset per
+epoch when it shuffles. Short traces (1 s); ~60 s in all on 2 cores.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import plumbkit
+
+WORDS = "the quick brown fox jumps over a lazy dog while data flows through the input pipeline".split()
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=rng.integers(3, 14))) for _ in range(n)]
+
+
+# -- the pipelines --------------------------------------------------------------------------------
+
+def generator_reader() -> tf.data.Dataset:
+    """A custom reader in Python (a CSV / audio loader's shape): features and a label per row."""
+    def rows():
+        for i in range(400):
+            yield np.full([16], i % 23, np.float32), np.int64(i % 3)
+
+    def standardize(features, label):
+        return (features - 11.0) / 7.0, label
+    ds = tf.data.Dataset.from_generator(rows, output_signature=(tf.TensorSpec([16], tf.float32),
+                                                                 tf.TensorSpec([], tf.int64)))
+    return ds.map(standardize).batch(16)
+
+
+VOCAB = {w: i + 1 for i, w in enumerate(WORDS)}
+
+
+def python_tokenizer() -> tf.data.Dataset:
+    """A Python tokenizer through ``tf.py_function`` (a sentencepiece / custom vocab shape)."""
+    def tokenize(line):
+        ids = [VOCAB.get(w, 0) for w in line.numpy().decode().split()][:12]
+        return np.array(ids, np.int64)
+
+    def to_ids(line):
+        ids = tf.py_function(tokenize, [line], tf.int64)
+        return tf.reshape(ids, [-1])
+    ds = tf.data.Dataset.from_tensor_slices(sentences(600))
+    return ds.map(to_ids).padded_batch(32, padded_shapes=[12])
+
+
+def keras_text_classification() -> tf.data.Dataset:
+    """keras-io's text classification from scratch: a custom standardization, TextVectorization
+    in the tf.data pipeline, ``.cache().prefetch(buffer_size=10)``."""
+    texts, labels = sentences(640, seed=1), [i % 2 for i in range(640)]
+    raw_train_ds = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(32)
+
+    def custom_standardization(input_data):
+        lowercase = tf.strings.lower(input_data)
+        return tf.strings.regex_replace(lowercase, "<br />", " ")
+    vectorize_layer = keras.layers.TextVectorization(standardize=custom_standardization, max_tokens=64,
+                                                     output_mode="int", output_sequence_length=16)
+    vectorize_layer.adapt(raw_train_ds.map(lambda x, y: x))
+
+    def vectorize_text(text, label):
+        text = tf.expand_dims(text, -1)
+        return vectorize_layer(text), label
+    train_ds = raw_train_ds.map(vectorize_text)
+    return train_ds.cache().prefetch(buffer_size=10)
+
+
+def string_lookup() -> tf.data.Dataset:
+    """Tokens mapped to ids with a StringLookup layer (a vocabulary file's shape)."""
+    lookup = keras.layers.StringLookup(vocabulary=WORDS[:10])
+
+    def ids(line):
+        return lookup(tf.strings.split(line)[:8])
+    return tf.data.Dataset.from_tensor_slices(sentences(500, seed=2)).map(ids).padded_batch(25, padded_shapes=[8])
+
+
+def heavy(x):
+    m = tf.fill([24, 24], tf.sin(tf.cast(x, tf.float32)))
+    for _ in range(8):
+        m = tf.sin(tf.matmul(m, m))
+    return tf.reduce_sum(m)
+
+
+def shuffled_under_cache(seed: int | None) -> tf.data.Dataset:
+    """The user's shuffle with their own cache above it (an epoch order frozen on purpose)."""
+    return (tf.data.Dataset.range(300).map(heavy).shuffle(64, seed=seed).cache()
+            .map(lambda x: x * 2.0).batch(10))
+
+
+def short_epoch() -> tf.data.Dataset:
+    """A small evaluation set: one epoch is a fraction of a second."""
+    return tf.data.Dataset.range(240).map(heavy).batch(12)
+
+
+PIPELINES = {
+    "from_generator reader": (generator_reader, True),
+    "py_function tokenizer": (python_tokenizer, True),
+    "keras-io TextVectorization": (keras_text_classification, True),
+    "StringLookup": (string_lookup, True),
+    "seeded shuffle under a user cache": (lambda: shuffled_under_cache(7), False),
+    "unseeded shuffle under a user cache": (lambda: shuffled_under_cache(None), False),
+    "short epoch": (short_epoch, True),
+}
+
+
+# -- comparing what they yield ---------------------------------------------------------------------
+
+def epoch(ds: tf.data.Dataset) -> list:
+    return [tf.nest.map_structure(lambda t: np.asarray(t).tolist(), e) for e in ds.as_numpy_iterator()]
+
+
+def multiset(batches: list) -> collections.Counter:
+    """The elements of an epoch regardless of order (rows of every batch)."""
+    rows = collections.Counter()
+    for batch in batches:
+        for row in np.asarray(batch).reshape(len(batch), -1).tolist():
+            rows[tuple(row)] += 1
+    return rows
+
+
+def assert_same_elements(mine: tf.data.Dataset, theirs: tf.data.Dataset, deterministic: bool) -> None:
+    for _ in range(2):  # two epochs: a filled cache must give the same again
+        a, b = epoch(mine), epoch(theirs)
+        if deterministic:
+            assert a == b
+        else:
+            assert multiset(a) == multiset(b) and len(a) == len(b)
+
+
+@pytest.mark.parametrize("name", list(PIPELINES))
+def test_traced_stepped_and_optimized_with_the_same_elements(name):
+    make, deterministic = PIPELINES[name]
+    trace = plumbkit.trace(make, seconds=1.0, min_seconds=0.5)
+    assert trace.throughput > 0 and not trace.pipeline.problems
+    assert not any("cannot" in n and "rebuil" in n for n in trace.notes)
+    step = plumbkit.step(make, seconds=1.0)
+    if step.after is None:  # nothing to step: every tunable operator sits under a filled cache
+        idle = [o for o in step.before.ops if "not running" in o.note]
+        assert idle and all(o.kind != "map" or "not running" in o.note for o in step.before.ops)
+    assert_same_elements(step.dataset, make(), deterministic)
+    plan = plumbkit.optimize(make, seconds=1.0, rounds=1, compare=False)
+    assert plan.measured_throughput > 0
+    assert_same_elements(plan.dataset, make(), deterministic)
+
+
+def test_python_ops_are_named_in_the_trace_and_their_pipelines_cached():
+    trace = plumbkit.trace(python_tokenizer, seconds=1.0, min_seconds=0.5)
+    assert any("['tokenize']" in n and "deterministic" in n for n in trace.notes)
+    assert trace.op("padded_batch(32)").cacheable  # a deterministic Python op does not forbid a cache
+
+
+def test_a_short_epoch_is_traced_over_repeated_epochs_and_names_its_bottleneck():
+    trace = plumbkit.trace(short_epoch, seconds=1.5, min_seconds=1.0)
+    note = next(n for n in trace.notes if n.startswith("finite pipeline"))
+    assert "one epoch is 20 minibatches" in note and "repeated epochs" in note
+    assert trace.elapsed >= 1.0  # not the fraction of a second one epoch takes
+    assert trace.bottleneck is not None and trace.bottleneck.label == "map(heavy)"
+
+
+def test_operators_under_a_filled_user_cache_are_labelled_not_running():
+    trace = plumbkit.trace(lambda: shuffled_under_cache(7), seconds=1.5, min_seconds=1.0)
+    below = trace.op("map(heavy)")
+    assert "not running: below the filled cache" in below.note
+    assert "static optimizations" not in below.note and below.elements_per_second == 0
+    assert trace.bottleneck is None or trace.bottleneck.label != "map(heavy)"
+
+
+def test_operators_that_never_ran_are_labelled_so():
+    def first(x):
+        return x + 1
+
+    def never(x):
+        return x * 2
+    ds = tf.data.Dataset.range(10**9).map(first).concatenate(tf.data.Dataset.range(5).map(never)).batch(4)
+    trace = plumbkit.trace(ds, seconds=1.0, min_seconds=0.5)
+    skipped = trace.op("map(never)")
+    assert skipped.note == "did not run during the trace" and skipped.elements_per_second == 0
+    assert trace.op("map(first)").note != "did not run during the trace"

@@ -1,0 +1,134 @@
+"""Operators that wait and operators that run Python: named so, and planned for what helps.
+
+A ``py_function`` that sleeps (a remote fetch) is latency-bound: more calls in flight help far
+beyond the cores, once tf.data's thread pool is raised to match. A pure-Python tokenizer holds
+the GIL: more threads do not help. A sleeping generator source (the tf.data guide's
+``ArtificialDataset``) can only get more calls in flight by reading several copies side by side,
+which changes the order: offered, not applied. Throughputs measured interleaved, medians.
+About 15 s per test.
+"""
+
+import statistics
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import plumbkit
+from plumbkit.planning.decisions import decide, solve
+from plumbkit.planning.lp import GIL
+from plumbkit.tfdata.rebuild import apply_changes
+from plumbkit.tfdata.run import untraced_throughput
+
+FETCH_SECONDS = 0.008
+
+
+def fetch(x):
+    """A remote fetch: 8 ms of waiting per element, almost no CPU (Python, holds the GIL briefly)."""
+    def slow(v):
+        time.sleep(FETCH_SECONDS)
+        return v
+    out = tf.py_function(slow, [x], tf.int64)
+    out.set_shape([])
+    return out
+
+
+def sequential_fetches():
+    return tf.data.Dataset.range(10**9).map(fetch).batch(8)
+
+
+def _interleaved(factories: dict, *, rounds: int = 2, seconds: float = 1.5) -> dict[str, float]:
+    """Untraced throughput of each pipeline, measured in alternating order, medians."""
+    samples: dict[str, list[float]] = {k: [] for k in factories}
+    for r in range(rounds):
+        for key in (list(factories) if r % 2 == 0 else list(factories)[::-1]):
+            samples[key].append(untraced_throughput(factories[key](), seconds, 0.3))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond_the_cores():
+    trace = plumbkit.trace(sequential_fetches, seconds=2, converge=False)
+    op = trace.op("map(fetch)")
+    assert op.bound == "latency" and op.holds_gil, str(trace)
+    assert op.latency_per_element == pytest.approx(FETCH_SECONDS, rel=0.3), str(trace)
+    assert trace.bottleneck.label == "map(fetch)" and "latency-bound" in str(trace)
+    plan = decide(trace, memory_budget=0, cache=False, prefetch=False)
+    calls = next(c for c in plan.changes if c.what == "parallelism" and c.where == "map(fetch)")
+    pool = next(c for c in plan.changes if c.what == "threadpool")
+    assert calls.value > trace.cores and pool.value >= calls.value, plan.changes
+    faster = apply_changes(sequential_fetches(), plan.changes, allow_external_state=True)
+    assert faster.options().threading.private_threadpool_size == pool.value
+    assert faster.options().deterministic is not False  # order kept
+    measured = _interleaved({"sequential": sequential_fetches, "plan": lambda: faster})
+    report = f"{measured}, predicted {plan.predicted_throughput:.1f}; {plan.changes}"
+    assert measured["plan"] >= 10 * measured["sequential"], report
+    assert plan.predicted_throughput == pytest.approx(measured["plan"], rel=0.25), report
+
+
+WORDS = "the quick brown fox jumps over the lazy dog data pipeline input batch tensor".split()
+LINES = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(60)) for i in range(256)]
+
+
+def tokenize(line):
+    """A pure-Python tokenizer: a rolling hash per word, all in the interpreter."""
+    def words_to_ids(text):
+        ids = []
+        for word in text.numpy().decode().split():
+            h = 0
+            for ch in word:
+                h = (h * 31 + ord(ch)) % 30011
+            ids.append(h)
+        return np.array((ids + [0] * 64)[:64], dtype=np.int64)
+    out = tf.py_function(words_to_ids, [line], tf.int64)
+    out.set_shape([64])
+    return out
+
+
+def tokenized(threads=None):
+    return tf.data.Dataset.from_tensor_slices(LINES).repeat().map(tokenize, num_parallel_calls=threads).batch(16)
+
+
+def test_a_python_tokenizer_holds_the_gil_and_more_threads_are_predicted_not_to_help():
+    trace = plumbkit.trace(tokenized, seconds=2, converge=False)
+    op = trace.op("map(tokenize)")
+    assert op.holds_gil and op.bound == "cpu" and trace.bottleneck.label == "map(tokenize)", str(trace)
+    one = solve(trace, cores=trace.cores, max_threads={op.name: 1})
+    four = solve(trace, cores=trace.cores, max_threads={op.name: 4})
+    assert four.binding == GIL
+    assert four.throughput == pytest.approx(one.throughput, rel=0.05)  # the model: no help
+    measured = _interleaved({"one": tokenized, "four": lambda: tokenized(4)})
+    report = f"{measured}, predicted {four.throughput:.1f} with 1 or 4 threads"
+    assert four.throughput == pytest.approx(measured["four"], rel=0.25), report
+    assert measured["four"] < 1.3 * measured["one"], report  # and indeed they do not
+
+
+class ArtificialDataset(tf.data.Dataset):
+    """The tf.data performance guide's slow source: opening costs 30 ms, each element 15 ms."""
+
+    def _generator(num_samples):
+        time.sleep(0.03)
+        for sample_idx in range(num_samples):
+            time.sleep(0.015)
+            yield (sample_idx,)
+
+    def __new__(cls, num_samples=3):
+        return tf.data.Dataset.from_generator(cls._generator, args=(num_samples,),
+                                              output_signature=tf.TensorSpec(shape=(1,), dtype=tf.int64))
+
+
+def test_a_sleeping_generator_is_latency_bound_and_interleaving_copies_is_offered_not_applied():
+    trace = plumbkit.trace(lambda: ArtificialDataset().repeat().batch(4), seconds=2, converge=False)
+    source = trace.op("from_generator")
+    assert source.bound == "latency" and source.holds_gil and trace.bottleneck.label == "from_generator", str(trace)
+    assert source.latency_per_element == pytest.approx(0.015 + 0.03 / 3, rel=0.3), str(trace)
+    html = trace._repr_html_()  # the table says how each operator is bound and who holds the GIL
+    assert "<th>bound</th>" in html and "<th>GIL</th>" in html and "<td>latency</td>" in html
+    assert "nobody" in str(trace) and "calibrated alone" in str(trace)
+    plan = decide(trace, memory_budget=0, cache=False, prefetch=False)
+    assert plan.predicted_throughput == pytest.approx(trace.throughput, rel=0.25), (plan.predicted_throughput, str(trace))
+    assert not any(c.what == "interleave_sources" for c in plan.changes)  # never applied silently
+    (option,) = plan.options
+    assert option.changes[0].what == "interleave_sources" and option.changes[0].where == "from_generator"
+    assert option.gain > 2 and "order" in option.note, str(option)
+    assert "order" in str(option) and "predicted" in str(option)
