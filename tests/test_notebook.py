@@ -319,6 +319,7 @@ def test_filter_that_rejects_everything_ends_on_time(ip, shown):
 
 def test_the_live_view_costs_one_analysis_and_one_lp_per_redraw(ip, shown, monkeypatch):
     from plumbkit.engine import trace_result
+    from plumbkit.planning import lp
     counts = {"analyses": 0, "lp": 0}
 
     def counted(name, fn):
@@ -327,7 +328,7 @@ def test_the_live_view_costs_one_analysis_and_one_lp_per_redraw(ip, shown, monke
             return fn(*args, **kwargs)
         return wrapper
     monkeypatch.setattr(trace_result, "analyze", counted("analyses", trace_result.analyze))
-    monkeypatch.setattr(trace_result, "solve_cpu_lp", counted("lp", trace_result.solve_cpu_lp))
+    monkeypatch.setattr(lp, "_solve", counted("lp", lp._solve))  # every cvxpy solve goes through it
     ip.run_cell_magic("plumb", "-s 2.5", CELL)
     widget = magics(ip).last_widget
     trace = widget.wait(30)
