@@ -48,6 +48,14 @@ def live_view(seconds: float) -> str:
     return "ran to the end"
 
 
+def until(condition, timeout: float = 10.0) -> None:
+    """Wait for ``condition()`` (threads start late on a busy machine: no fixed sleeps)."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out waiting"
+        time.sleep(0.005)
+
+
 def in_thread(fn, *args, **kwargs):
     box = {}
 
@@ -64,7 +72,7 @@ def in_thread(fn, *args, **kwargs):
 def test_a_second_measurement_waits_for_the_first_and_says_so():
     log, told = [], []
     first, box1 = in_thread(sleeper, 0.4, log=log)
-    time.sleep(0.1)
+    until(lambda: SCHEDULER.state().active == "sleeper")
     second, box2 = in_thread(sleeper, 0.1, log=log, on_progress=lambda m, f: told.append(m))
     first.join(5)
     second.join(5)
@@ -78,8 +86,8 @@ def test_a_second_measurement_waits_for_the_first_and_says_so():
 def test_starting_a_measurement_stops_a_live_view_which_keeps_its_result():
     told = []
     live, live_box = in_thread(live_view, 30)
-    time.sleep(0.2)
-    assert SCHEDULER.state().active == "live" and not SCHEDULER.state().busy
+    until(lambda: SCHEDULER.state().active == "live")
+    assert not SCHEDULER.state().busy
     began = time.monotonic()
     assert sleeper(0.05, on_progress=lambda m, f: told.append(m)) == "done"
     live.join(5)
@@ -90,10 +98,9 @@ def test_starting_a_measurement_stops_a_live_view_which_keeps_its_result():
 
 def test_a_live_view_waits_behind_a_measurement_and_a_newer_one_supersedes_it():
     busy, busy_box = in_thread(sleeper, 0.5)
-    time.sleep(0.1)
-    assert SCHEDULER.state().busy
+    until(lambda: SCHEDULER.state().busy)
     older, older_box = in_thread(live_view, 0.1)
-    time.sleep(0.1)
+    until(lambda: SCHEDULER.state().waiting == 1)
     newer, newer_box = in_thread(live_view, 0.1)
     for t in (busy, older, newer):
         t.join(5)
@@ -108,10 +115,9 @@ def test_cancel_through_a_handle_reaches_a_waiting_and_a_running_operation():
         with handle.bound():
             return sleeper(seconds)
     running, running_box = in_thread(run, handle_running, 30)
-    time.sleep(0.1)
+    until(lambda: handle_running.active)
     waiting, waiting_box = in_thread(run, handle_waiting, 30)
-    time.sleep(0.1)
-    assert SCHEDULER.state().waiting == 1
+    until(lambda: SCHEDULER.state().waiting == 1)
     began = time.monotonic()
     handle_waiting.cancel()
     handle_running.cancel()

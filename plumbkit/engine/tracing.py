@@ -157,8 +157,11 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
 def _calibrated(ds, result: Trace, reuse: Calibration | None, op: Operation) -> Trace:
     """The calibration phase; an interrupt keeps the uncalibrated trace (labelled so) and ends
     the operation like any Ctrl-C."""
+    def between_operators(message: str, fraction: float) -> None:
+        op.check()  # a Cancel (the widget's button) ends the calibration before the next operator
+
     try:
-        return calibrated(ds, result, reuse=reuse)
+        return calibrated(ds, result, reuse=reuse, on_progress=between_operators)
     except (KeyboardInterrupt, Cancelled):
         result.notes = (*result.notes, "calibration interrupted: CPU shares are traced wall time")
         if not op.cancelled:

@@ -24,6 +24,10 @@ import tensorflow as tf
 from tensorflow.python.data.util import structure
 from tensorflow.python.eager import cancellation, context, execute
 
+#: TensorFlow's eager entry point for running an op under a CancellationManager (TF 2.x); if a
+#: future TensorFlow drops it, pulls fall back to ``next()`` and only the deadline ends them.
+CANCELLABLE = hasattr(execute, "execute_with_cancellation")
+
 #: How often a waiting thread looks at its stop event and deadline (seconds).
 WAIT_STEP = 0.05
 #: Longest wait for a cancelled pull to return (it takes milliseconds; this only guards a hang).
@@ -46,6 +50,10 @@ class Puller:
 
     def pull(self):
         """The next element, like ``next(iterator)``; StopIteration at the end, Stopped if cancelled."""
+        if not CANCELLABLE:
+            if self._manager.is_cancelled:
+                raise Stopped()
+            return next(self.iterator)
         try:
             with context.execution_mode(context.SYNC):
                 tensors = execute.execute_with_cancellation(

@@ -35,8 +35,9 @@ def ideal_throughput(ds: tf.data.Dataset, *, seconds: float = 0.7, repeats: int 
             break
         n, elapsed = pull_for(ds.take(1).cache().repeat().prefetch(2), first=1, seconds=seconds,
                               stop=stop, deadline=NOTHING_PRODUCED_SECONDS + seconds)
-        if elapsed > 0:
-            best = max(best, n / elapsed)
+        if elapsed <= 0:
+            break  # no first element in time (or stopped): trying again would wait as long
+        best = max(best, n / elapsed)
     return best
 
 

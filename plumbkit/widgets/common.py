@@ -13,6 +13,16 @@ from ..engine.scheduler import CANCELLED, Handle
 #: Shown beside Cancel while a one-shot cell runs: front-end clicks wait until the cell ends
 #: (ipywidgets#1349), so there a kernel interrupt is the way to stop.
 INTERRUPT_HINT = "running in this cell: interrupt the kernel (■) to cancel; what was measured is kept"
+#: What a stop button says while the cell runs (it could not answer a click until the cell ends).
+INTERRUPT_LABEL = "interrupt ■ to stop"
+
+
+def in_cell_mode(button, in_cell: bool, label: str, tooltip: str) -> None:
+    """A stop button for the mode it is in: clickable for background work; in a one-shot cell
+    disabled and saying that a kernel interrupt stops it (clicks wait for the cell, ipywidgets#1349)."""
+    button.description = INTERRUPT_LABEL if in_cell else label
+    button.tooltip = INTERRUPT_HINT if in_cell else tooltip
+    button.disabled = in_cell
 
 
 class Background:

@@ -16,7 +16,7 @@ from ..engine.tracing import trace as trace_pipeline
 from ..model.errors import PipelineError
 from ..model.units import human_bytes
 from ..render.table import COLUMNS, row_cells, throughput_series
-from .common import INTERRUPT_HINT, Background, Runner, svg_lines
+from .common import Background, Runner, in_cell_mode, svg_lines
 
 #: Redraw at most this often (seconds): live, yet cheap for the kernel (the trace builds no
 #: analysis between redraws).
@@ -121,7 +121,7 @@ class LiveTraceWidget(w.VBox):
 
     def run_here(self) -> Trace | None:
         """Trace in this thread (a one-shot cell); Ctrl-C ends it and keeps what was measured."""
-        self.stop_button.tooltip = INTERRUPT_HINT
+        in_cell_mode(self.stop_button, True, "Stop", "end the trace now and keep what it measured")
         job = Background()
         job.result, job.error, job.error_text = None, None, ""
         try:
@@ -160,6 +160,7 @@ class LiveTraceWidget(w.VBox):
         else:
             self.trace = job.result
             self.render(job.result, ended_text(job.result), final=True)
+        in_cell_mode(self.stop_button, False, "Stop", "end the trace now and keep what it measured")
         self.stop_button.disabled = True
         for callback in self.on_finished:
             callback(self)

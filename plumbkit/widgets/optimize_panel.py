@@ -17,7 +17,7 @@ from ..engine.scheduler import SCHEDULER, Cancelled, State
 from ..export.source import CodegenError
 from ..render.html import partial_plan_html, plan_html
 from . import lab
-from .common import INTERRUPT_HINT, Runner
+from .common import Runner, in_cell_mode
 
 
 class OptimizePanel(w.VBox):
@@ -69,7 +69,7 @@ class OptimizePanel(w.VBox):
 
     def run_here(self) -> Plan | None:
         """Optimize in this thread (``%%plumb --optimize``); Ctrl-C ends it with what was measured."""
-        self._begin(hint=INTERRUPT_HINT)
+        self._begin(in_cell=True)
         result, error = None, None
         try:
             result = self.runner.run_here(self._optimize)
@@ -82,11 +82,10 @@ class OptimizePanel(w.VBox):
         self.message.value = "cancelling…"
         self.runner.cancel()
 
-    def _begin(self, hint: str = "") -> None:
+    def _begin(self, in_cell: bool = False) -> None:
         self.plan, self.error = None, None
         self.button.disabled = True
-        self.cancel_button.disabled = False
-        self.cancel_button.tooltip = hint or "stop the optimization; what was measured is kept"
+        in_cell_mode(self.cancel_button, in_cell, "Cancel", "stop the optimization; what was measured is kept")
         self.progress.value, self.progress.bar_style = 0.0, ""
         self.message.value = "waiting for the measuring slot…"
         self.result.value = ""
@@ -99,6 +98,7 @@ class OptimizePanel(w.VBox):
 
     def _show(self, plan: Plan | None, error: BaseException | None) -> None:
         self.button.disabled = SCHEDULER.state().busy
+        in_cell_mode(self.cancel_button, False, "Cancel", "stop the optimization; what was measured is kept")
         self.cancel_button.disabled = True
         if error is not None or plan is None:
             self.error = _one_line(error)

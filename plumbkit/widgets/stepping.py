@@ -18,7 +18,7 @@ from ..engine.scheduler import SCHEDULER, Cancelled, State, current, operation
 from ..engine.stepping import Step, Walk, step_from
 from ..engine.trace_result import Trace
 from ..tfdata.graph import resolve_pipeline
-from .common import INTERRUPT_HINT, Runner, svg_lines
+from .common import Runner, in_cell_mode, svg_lines
 
 
 class SteppingWidget(w.VBox):
@@ -77,7 +77,7 @@ class SteppingWidget(w.VBox):
 
     def run_here(self, what: str = "bottleneck") -> Step | None:
         """One step in this thread (``%%plumb --step``); Ctrl-C ends it, completed steps stay."""
-        self._set_busy(True, hint=INTERRUPT_HINT)
+        self._set_busy(True, in_cell=True)
         result, error = None, None
         try:
             result = self.runner.run_here(self._work(what))
@@ -90,11 +90,11 @@ class SteppingWidget(w.VBox):
         self.status.value = "cancelling…"
         self.runner.cancel()
 
-    def _set_busy(self, busy: bool, hint: str = "") -> None:
+    def _set_busy(self, busy: bool, in_cell: bool = False) -> None:
         for b in (self.bottleneck_button, self.random_button, self.walk_button):
             b.disabled = busy or SCHEDULER.state().busy
-        self.cancel_button.disabled = not busy
-        self.cancel_button.tooltip = hint or "stop; the steps completed so far are kept"
+        in_cell_mode(self.cancel_button, in_cell, "Cancel", "stop; the steps completed so far are kept")
+        self.cancel_button.disabled = in_cell or not busy
         if busy:
             self.progress.value, self.progress.bar_style = 0.0, ""
 
