@@ -64,6 +64,8 @@ PROBE_CANDIDATE_RATIO = 1.5
 #: Kinds that make at least one element of every input (or batch of inputs): run on a sample
 #: repeated forever, they never starve (others are first counted on one pass of the sample).
 NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
+#: Elements counted at most on one pass of a sample (an interleave over files makes thousands).
+COUNT_CAP = 256
 #: Kinds that pass elements on without work of their own: the trace's figures stand.
 PASS_THROUGH_KINDS = frozenset({"prefetch", "cache", "repeat", "take", "skip", "shard",
                                 "assert_cardinality", "options"})
@@ -234,14 +236,16 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     alone (per input, times the inputs it reads per element), interleaved, medians."""
     size = sample_size(hint)
     ratio = hint.inputs_per_element if op.kind in NEVER_EMPTY_KINDS else None
-    if ratio is None:  # an operator that may drop elements: count what it makes of its sample
+    if ratio is None:  # an operator that may drop elements: see what it makes of its sample
         sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, 1)
         first = _built(sampled, op.name, options)
-        outputs = _count(first)  # computes and caches the sample, instantiates the functions
+        outputs = _count(first.take(COUNT_CAP))  # also instantiates the functions
         if outputs <= 0:
             return OperatorCost(op.name, op.label, None, how="produced nothing from its sample: from the trace")
         inputs = size if hint.input_cardinality is None else min(size, hint.input_cardinality)
         ratio = inputs / outputs  # inputs read per element produced, on this sample
+        if outputs >= COUNT_CAP and hint.inputs_per_element:
+            ratio = hint.inputs_per_element  # it expands its inputs (files into records): as traced
     else:
         sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
         first = _built(sampled, op.name, options)
