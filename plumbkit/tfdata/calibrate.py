@@ -16,7 +16,9 @@ execution mode (the same options and parallelism), and timed by the process CPU 
 
 Operators that may wait (Python functions, sources, or an operator whose traced wall time per
 element is well above its CPU) also get a short sequential probe, one call at a time: its wall
-time per element is the operator's *latency*. Runs in this process (pipelines holding Python
+time per element, less the time its threads sat ready waiting for a core (the kernel's run-queue
+accounting), is the operator's *latency*: on a busy machine a CPU-bound operator is slowed
+down, it does not wait. Runs in this process (pipelines holding Python
 functions are rebuilt here, never elsewhere), and needs the machine to itself: it is its own
 phase, after a live trace, never during one.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -136,6 +139,31 @@ class _Run:
     wall: float
     elements: int
     per_next: int = 1
+    runnable: float = 0.0  # seconds this process's threads waited for a core (ready, not running)
+
+    @property
+    def waiting(self) -> float:
+        """Wall time minus the time spent waiting for a core: what the run would have lasted
+        had every thread got a core the moment it was ready (a busy machine slows a run down,
+        it does not make an operator wait)."""
+        return max(0.0, self.wall - self.runnable)
+
+
+def runqueue_seconds() -> float:
+    """Seconds this process's threads have spent ready to run but waiting for a core, summed
+    (Linux ``/proc/self/task/*/schedstat``; 0 where it is not available)."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                total += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9
 
 
 class _Driver:
@@ -163,10 +191,10 @@ class _Driver:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
-        c0, w0 = time.process_time(), time.perf_counter()
+        q0, c0, w0 = runqueue_seconds(), time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
-        wall = time.perf_counter() - w0
-        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next)
+        wall, runnable = time.perf_counter() - w0, runqueue_seconds() - q0
+        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next, runnable)
 
 
 @functools.lru_cache(maxsize=64)
@@ -322,7 +350,7 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wa
         if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
             break
         steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
-    return _replace(cost, latency_per_element=max(0.0, run.wall / run.elements - read_wall),
+    return _replace(cost, latency_per_element=max(0.0, run.waiting / run.elements - read_wall),
                     probe_cpu_per_element=run.cpu / run.elements)
 
 
@@ -337,7 +365,8 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     nexts = _grown(driver, 1)
     runs = [driver.run(nexts) for _ in range(ROUNDS)]
     cpu, wall, n = _medians(runs)
-    return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=wall,
+    latency = statistics.median(r.waiting for r in runs) / n
+    return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
                         probe_cpu_per_element=cpu, elements=n, runs=ROUNDS,
                         spread=_spread([r.cpu for r in runs]), how=SOURCE)
 
