@@ -149,21 +149,36 @@ class _Run:
         return max(0.0, self.wall - self.runnable)
 
 
-def runqueue_seconds() -> float:
-    """Seconds this process's threads have spent ready to run but waiting for a core, summed
-    (Linux ``/proc/self/task/*/schedstat``; 0 where it is not available)."""
-    total = 0
+def _schedstat() -> dict[str, tuple[int, int]]:
+    """Per thread of this process: (ns on a core, ns ready but waiting for one), from Linux's
+    ``/proc/self/task/*/schedstat`` (empty where it is not available)."""
+    out: dict[str, tuple[int, int]] = {}
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
-        return 0.0
+        return out
     for task in tasks:
         try:
             with open(f"/proc/self/task/{task}/schedstat") as f:
-                total += int(f.read().split()[1])
-        except (OSError, ValueError, IndexError):
+                on_cpu, waiting = f.read().split()[:2]
+            out[task] = (int(on_cpu), int(waiting))
+        except (OSError, ValueError):
             continue
-    return total / 1e9
+    return out
+
+
+#: A thread counts as doing the run's work when it used at least this share of the run's CPU.
+WORKER_SHARE = 0.05
+
+
+def runnable_seconds(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> float:
+    """Seconds the threads that did a run's work spent ready to run but waiting for a core
+    (idle threads of other iterators, which wake now and then, are left out)."""
+    deltas = {t: (c - before.get(t, (0, 0))[0], w - before.get(t, (0, 0))[1]) for t, (c, w) in after.items()}
+    total = sum(max(0, c) for c, _ in deltas.values())
+    if total <= 0:
+        return 0.0
+    return sum(max(0, w) for c, w in deltas.values() if c >= WORKER_SHARE * total) / 1e9
 
 
 class _Driver:
@@ -191,9 +206,9 @@ class _Driver:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
-        q0, c0, w0 = runqueue_seconds(), time.process_time(), time.perf_counter()
+        q0, c0, w0 = _schedstat(), time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
-        wall, runnable = time.perf_counter() - w0, runqueue_seconds() - q0
+        wall, runnable = time.perf_counter() - w0, runnable_seconds(q0, _schedstat())
         return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next, runnable)
 
 
