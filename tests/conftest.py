@@ -16,9 +16,10 @@ tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
 
 
-def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5) -> float:
+def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,
+                            parallel_calls: int | None = None) -> float:
     """CPU seconds ``fn`` costs per element, alone over a cheap source (``range``) in the
-    execution mode ``options`` set (None: TensorFlow's defaults), timed by the process CPU
+    execution mode ``options`` and ``parallel_calls`` set (None: TensorFlow's defaults), timed by the process CPU
     clock, the output driven by ``reduce`` (no Python per element), minus the same source
     without ``fn``; ``n`` elements minus ``n / 4`` (so each run's start-up — threads, function
     instantiation — cancels); runs interleaved, medians. Independent of plumbkit's own code:
@@ -27,7 +28,7 @@ def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5) 
     def runner(with_fn: bool, count: int):
         ds = tf.data.Dataset.range(count)
         if with_fn:
-            ds = ds.map(fn)
+            ds = ds.map(fn, num_parallel_calls=parallel_calls)
         if options is not None:
             ds = ds.with_options(options)
         run = tf.function(lambda: ds.reduce(tf.constant(0, tf.int64), lambda c, _: c + 1))

@@ -16,7 +16,9 @@ execution mode (the same options and parallelism), and timed by the process CPU 
 
 Operators that may wait (Python functions, sources, or an operator whose traced wall time per
 element is well above its CPU) also get a short sequential probe, one call at a time: its wall
-time per element is the operator's *latency*. Runs in this process (pipelines holding Python
+time per element, less the time its threads sat ready waiting for a core (the kernel's run-queue
+accounting), is the operator's *latency*: on a busy machine a CPU-bound operator is slowed
+down, it does not wait. Runs in this process (pipelines holding Python
 functions are rebuilt here, never elsewhere), and needs the machine to itself: it is its own
 phase, after a live trace, never during one.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -64,6 +67,8 @@ PROBE_CANDIDATE_RATIO = 1.5
 #: Kinds that make at least one element of every input (or batch of inputs): run on a sample
 #: repeated forever, they never starve (others are first counted on one pass of the sample).
 NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
+#: Elements counted at most on one pass of a sample (an interleave over files makes thousands).
+COUNT_CAP = 256
 #: Kinds that pass elements on without work of their own: the trace's figures stand.
 PASS_THROUGH_KINDS = frozenset({"prefetch", "cache", "repeat", "take", "skip", "shard",
                                 "assert_cardinality", "options"})
@@ -134,6 +139,46 @@ class _Run:
     wall: float
     elements: int
     per_next: int = 1
+    runnable: float = 0.0  # seconds this process's threads waited for a core (ready, not running)
+
+    @property
+    def waiting(self) -> float:
+        """Wall time minus the time spent waiting for a core: what the run would have lasted
+        had every thread got a core the moment it was ready (a busy machine slows a run down,
+        it does not make an operator wait)."""
+        return max(0.0, self.wall - self.runnable)
+
+
+def _schedstat() -> dict[str, tuple[int, int]]:
+    """Per thread of this process: (ns on a core, ns ready but waiting for one), from Linux's
+    ``/proc/self/task/*/schedstat`` (empty where it is not available)."""
+    out: dict[str, tuple[int, int]] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as f:
+                on_cpu, waiting = f.read().split()[:2]
+            out[task] = (int(on_cpu), int(waiting))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+#: A thread counts as doing the run's work when it used at least this share of the run's CPU.
+WORKER_SHARE = 0.05
+
+
+def runnable_seconds(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> float:
+    """Seconds the threads that did a run's work spent ready to run but waiting for a core
+    (idle threads of other iterators, which wake now and then, are left out)."""
+    deltas = {t: (c - before.get(t, (0, 0))[0], w - before.get(t, (0, 0))[1]) for t, (c, w) in after.items()}
+    total = sum(max(0, c) for c, _ in deltas.values())
+    if total <= 0:
+        return 0.0
+    return sum(max(0, w) for c, w in deltas.values() if c >= WORKER_SHARE * total) / 1e9
 
 
 class _Driver:
@@ -161,10 +206,10 @@ class _Driver:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
-        c0, w0 = time.process_time(), time.perf_counter()
+        q0, c0, w0 = _schedstat(), time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
-        wall = time.perf_counter() - w0
-        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next)
+        wall, runnable = time.perf_counter() - w0, runnable_seconds(q0, _schedstat())
+        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next, runnable)
 
 
 @functools.lru_cache(maxsize=64)
@@ -234,14 +279,16 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     alone (per input, times the inputs it reads per element), interleaved, medians."""
     size = sample_size(hint)
     ratio = hint.inputs_per_element if op.kind in NEVER_EMPTY_KINDS else None
-    if ratio is None:  # an operator that may drop elements: count what it makes of its sample
+    if ratio is None:  # an operator that may drop elements: see what it makes of its sample
         sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, 1)
         first = _built(sampled, op.name, options)
-        outputs = _count(first)  # computes and caches the sample, instantiates the functions
+        outputs = _count(first.take(COUNT_CAP))  # also instantiates the functions
         if outputs <= 0:
             return OperatorCost(op.name, op.label, None, how="produced nothing from its sample: from the trace")
         inputs = size if hint.input_cardinality is None else min(size, hint.input_cardinality)
         ratio = inputs / outputs  # inputs read per element produced, on this sample
+        if outputs >= COUNT_CAP and hint.inputs_per_element:
+            ratio = hint.inputs_per_element  # it expands its inputs (files into records): as traced
     else:
         sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
         first = _built(sampled, op.name, options)
@@ -318,7 +365,7 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wa
         if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
             break
         steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
-    return _replace(cost, latency_per_element=max(0.0, run.wall / run.elements - read_wall),
+    return _replace(cost, latency_per_element=max(0.0, run.waiting / run.elements - read_wall),
                     probe_cpu_per_element=run.cpu / run.elements)
 
 
@@ -333,7 +380,8 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     nexts = _grown(driver, 1)
     runs = [driver.run(nexts) for _ in range(ROUNDS)]
     cpu, wall, n = _medians(runs)
-    return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=wall,
+    latency = statistics.median(r.waiting for r in runs) / n
+    return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
                         probe_cpu_per_element=cpu, elements=n, runs=ROUNDS,
                         spread=_spread([r.cpu for r in runs]), how=SOURCE)
 
