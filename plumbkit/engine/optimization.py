@@ -141,7 +141,7 @@ class Plan:
 def _builder(pipeline: PipelineLike, ds: "tf.data.Dataset") -> tuple[Callable[[], "tf.data.Dataset"], str | None]:
     """A factory for fresh copies of the user's pipeline (fresh caches each call), and a note
     when only the same Dataset object can be used."""
-    if callable(pipeline) and not hasattr(pipeline, "element_spec"):
+    if callable(pipeline):
         return lambda: resolve_pipeline(pipeline), None
     try:
         apply_changes(ds, [])
@@ -188,7 +188,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
     ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
-    0.5 s windows; the bench uses ``FULL``: 5 rounds of 1 s). ``rounds`` > 1 re-solves the LP on a
+    0.3 s windows, for notebooks and tests; the bench uses ``FULL``: 5 rounds of 1 s windows). ``rounds`` > 1 re-solves the LP on a
     trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
