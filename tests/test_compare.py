@@ -67,3 +67,17 @@ def test_protocol_builds_fresh_every_round_interleaves_and_reports_a_failure():
     assert result["broken"].failed and "boom" in result["broken"].failed and result.median("broken") is None
     assert len(result["fast"].rounds) == 2 and result.median("fast") > result.median("slow") > 0
     assert result.speedup("fast", "slow").ratio > 1
+
+
+def test_should_stop_ends_the_comparison_incomplete():
+    """~1 s: a Cancel between runs ends the protocol; what ran is kept, the comparison is incomplete."""
+    asked = []
+
+    def stop():
+        asked.append(1)
+        return len(asked) > 1
+
+    result = compare([Contender("a", lambda: tf.data.Dataset.range(10**9).batch(8)),
+                      Contender("b", lambda: tf.data.Dataset.range(10**9).batch(8))],
+                     Protocol(rounds=3, window=0.1, max_windows=2), should_stop=stop)
+    assert not result.complete and len(result["a"].rounds) == 1 and result["b"].rounds == []

@@ -87,7 +87,12 @@ def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_wa
         return (tf.data.Dataset.range(3000).map(decode).map(lambda img: (img, expensive(tf.reduce_sum(tf.cast(img, tf.int32)))))
                 .batch(10))
 
-    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=TEST_PROTOCOL)
+    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=TEST_PROTOCOL,
+                             rounds=2)
+    # a second round refines the LP on a trace of the rewritten pipeline: shown, labelled, never
+    # the prediction (which stays the before-the-fact model of the final configuration)
+    assert plan.final_trace is not None and plan.refined_bound is not None
+    assert "refined after one rewrite" in str(plan) and "not the prediction" in str(plan)
     original = list(make().as_numpy_iterator())
     rewritten = list(apply_changes(make(), plan.proposed_changes).as_numpy_iterator())
     assert len(original) == len(rewritten)

@@ -308,6 +308,19 @@ def _cell(row: dict, key: str) -> str:
     return _num(row["measured"].get(key))
 
 
+def _cpu_error(row: dict) -> float | None:
+    measured, predicted = row.get("cpu_per_batch", {}).get("plumbkit"), row.get("predicted_cpu_per_batch")
+    return (predicted - measured) / measured if measured and predicted else None
+
+
+def _cpu_cell(row: dict) -> str:
+    error = _cpu_error(row)
+    if error is None:
+        return "—"
+    return (f"{1e3 * row['predicted_cpu_per_batch']:.2f} ms, {1e3 * row['cpu_per_batch']['plumbkit']:.2f} ms "
+            f"({100 * error:+.0f}%)")
+
+
 def end_to_end_table(rows: list[dict]) -> list[str]:
     """The headline table (also the README's)."""
     lines = ["| pipeline | yours | naive | heuristic | AUTOTUNE | AUTOTUNE + same cache | plumbkit | "
@@ -339,8 +352,9 @@ def markdown(report: dict) -> str:
                          f"{r['prediction_binding']}. {r['verdict']}.")
         lines += ["", "## Checks", "",
                   "| pipeline | speed-up optimize() reported | same two timed independently | agreement | "
-                  "returned vs AUTOTUNE | plumbkit / its LP bound | other processes (cores, median) |",
-                  "|---|---|---|---|---|---|---|"]
+                  "returned vs AUTOTUNE | plumbkit / its LP bound | plumbkit CPU per minibatch: predicted, measured "
+                  "| other processes (cores, median) |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in rows:
             rep, ind, auto = r["reported_speedup"], r["independent_speedup"], r["returned_over_autotune"]
             agree = ("—" if r["speedup_agreement"] is None else
@@ -348,12 +362,17 @@ def markdown(report: dict) -> str:
             neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
             lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
                          f"{ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
-                         f"{_pct(r['plumbkit_over_lp_bound'])} | "
+                         f"{_pct(r['plumbkit_over_lp_bound'])} | {_cpu_cell(r)} | "
                          f"{_num(statistics.median(neighbours), 2) if neighbours else '—'} |")
         errors = [r["prediction_error"] for r in rows if r["prediction_error"] is not None]
         if errors:
             lines += ["", f"Prediction error before the fact: median {100 * statistics.median(errors):.0f}%, "
                           f"worst {100 * max(errors):.0f}% over {len(errors)} pipelines."]
+        cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
+        if cpu:
+            lines += [f"CPU per minibatch, predicted before the fact vs measured (robust to a busy neighbour): "
+                      f"median error {100 * statistics.median(map(abs, cpu)):.0f}%, worst "
+                      f"{100 * max(map(abs, cpu)):.0f}%."]
         lines.append("")
     if report["stepping"]:
         lines += ["## Stepping (steps to 90% of peak, over several starts)", "",

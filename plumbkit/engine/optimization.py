@@ -150,7 +150,7 @@ class Plan:
 def _builder(pipeline: PipelineLike, ds: "tf.data.Dataset") -> tuple[Callable[[], "tf.data.Dataset"], str | None]:
     """A factory for fresh copies of the user's pipeline (fresh caches each call), and a note
     when only the same Dataset object can be used."""
-    if callable(pipeline) and not hasattr(pipeline, "element_spec"):
+    if callable(pipeline):
         return lambda: resolve_pipeline(pipeline), None
     try:
         apply_changes(ds, [])
@@ -193,15 +193,17 @@ def _by_user_names(changes: list[Change], user: "Mapping[str, str]") -> list[Cha
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
              seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
              costs: Mapping[str, float] | None = None, before_each: Callable[[str], None] | None = None,
-             on_progress: Progress | None = None) -> Plan:
+             should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None) -> Plan:
     """Decide and predict a plan before the fact, then measure it against yours (and, with
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
     ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
-    0.5 s windows; the bench uses ``FULL``: 5 rounds of 1 s). ``rounds`` > 1 re-solves the LP on a
+    0.3 s windows, for notebooks and tests; the bench uses ``FULL``: 5 rounds of 1 s windows). ``rounds`` > 1 re-solves the LP on a
     trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
+    ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
+    comparison ends there, incomplete, and your pipeline comes back unchanged.
     """
     progress = on_progress or _quiet
     protocol = protocol or QUICK
@@ -270,16 +272,17 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
             Contender("autotune", lambda: configurations.autotune(build_yours(), cores), yours_fill),
             Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), plan_fill),
         ]
-    comparison = measure_alike(contenders, protocol, before_each=before_each,
+    comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
     speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
-    applied = speedup is not None and speedup.faster
+    applied = speedup is not None and speedup.faster and comparison.complete
     for name, result in comparison.results.items():
         notes += [f"{name}: {n}" for n in result.notes]
         if not result.ok:
             notes.append(f"{name}: failed ({result.failed}); no throughput is reported for it")
     if not comparison.complete:
-        notes.append("the comparison was interrupted before its last round")
+        notes.append("the comparison was stopped or interrupted before its last round: "
+                     "your pipeline is returned unchanged")
 
     plan = Plan(
         dataset=apply_changes(ds, changes) if applied else build_yours(),
