@@ -3,7 +3,8 @@
 
 ``examples``: generated data (JPEG TFRecords, text) and the demo's misconfigured pipeline, plus
 planted operators of known cost; ``pipelines``: the bench's pipelines; ``overhead``: tracing
-overhead, measured; ``suite``: the report. User-level code: it builds tf.data pipelines as a
+overhead, measured; ``offload``: offloading to tf.data service (its pipelines and the report's
+section); ``suite``: the report. User-level code: it builds tf.data pipelines as a
 user would, so it imports TensorFlow, and it may import anything in plumbkit.
 """
 

@@ -271,17 +271,19 @@ class _CpuClock:
 
 
 def loop_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
-              worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = ()) -> dict[str, Any]:
-    """Elements/s of a plain ``next()`` loop (the consumer's loop) after ``warmup`` seconds, with
-    the CPU seconds of this process, the workers and the dispatcher over the measured window
-    (and per slice of it)."""
+              worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = (),
+              warmup_elements: int = 4) -> dict[str, Any]:
+    """Elements/s of a plain ``next()`` loop (the consumer's loop) after ``warmup`` seconds and
+    ``warmup_elements`` elements, with the CPU seconds of this process, the workers and the
+    dispatcher over the measured window (and per slice of it)."""
     it = iter(ds)
     next(it)
     counter.n += 1
-    start = time.perf_counter()
-    while time.perf_counter() - start < warmup:
+    start, pulled = time.perf_counter(), 1
+    while time.perf_counter() - start < warmup or pulled < warmup_elements:
         next(it)
         counter.n += 1
+        pulled += 1
     clock = _CpuClock(worker_pids, dispatcher_pids)
     while clock.elapsed() < seconds:
         next(it)
@@ -291,10 +293,12 @@ def loop_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Co
 
 
 def graph_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: Counter,
-               worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = ()) -> dict[str, Any]:
+               worker_pids: Sequence[int] = (), dispatcher_pids: Sequence[int] = (),
+               warmup_elements: int = 0) -> dict[str, Any]:
     """Elements/s and CPU of ``ds`` pulled by a TensorFlow loop (no Python per element, so cheap
     operators are not swamped by the consumer's own cost), from one iterator: chunks grow until
-    one takes a twentieth of a second, run for ``warmup`` s, then for ``seconds`` s, measured."""
+    one takes a twentieth of a second, run for ``warmup`` s and at least ``warmup_elements``
+    elements (a cached sample filled), then for ``seconds`` s, measured."""
     if int(ds.cardinality().numpy()) != tf.data.INFINITE_CARDINALITY:
         ds = ds.repeat()
     iterator = iter(ds)
@@ -305,17 +309,19 @@ def graph_rate(ds: tf.data.Dataset, *, seconds: float, warmup: float, counter: C
             iterator.get_next()
         return n
 
-    n, start = 1, time.perf_counter()
+    n, start, pulled = 1, time.perf_counter(), 0
     while True:
         t0 = time.perf_counter()
         pull(tf.constant(n, tf.int64))
         counter.n += n
-        if time.perf_counter() - t0 > 0.05 or n >= 1 << 22:
+        pulled += n
+        if (time.perf_counter() - t0 > 0.05 and pulled >= warmup_elements) or n >= 1 << 22:
             break
         n *= 2
-    while time.perf_counter() - start < warmup:
+    while time.perf_counter() - start < warmup or pulled < warmup_elements:
         pull(tf.constant(n, tf.int64))
         counter.n += n
+        pulled += n
     clock = _CpuClock(worker_pids, dispatcher_pids)
     while clock.elapsed() < seconds:
         pull(tf.constant(n, tf.int64))
@@ -396,7 +402,8 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
     if kind == "loop":
         return loop_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.5), counter=counter, **pids)
     if kind == "graph":
-        return graph_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.3), counter=counter, **pids)
+        return graph_rate(ds, seconds=request["seconds"], warmup=request.get("warmup", 0.3), counter=counter,
+                          warmup_elements=request.get("warmup_elements", 0), **pids)
     if kind == "collect":
         return collect(ds, limit=request.get("limit", 1 << 40), counter=counter)
     raise ValueError(f"unknown request kind {kind!r}")
