@@ -190,7 +190,7 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(lab, tmp
         page.locator(".plumbkit-result").first.scroll_into_view_if_needed()
         page.screenshot(path=str(shot))
     assert selected == "Optimize", selected
-    assert "measured" in header and "predicted" in header, header
+    assert "measured" in header and "prediction" in header, header
     assert len(re.findall(r"\d[\d,]*\.\d", plumbkit_row)) >= 2, plumbkit_row  # measured and predicted
     assert phase.startswith("done: measured"), phase
     assert "def busy(x):  # deterministic work" in texts[2] and ".batch(16).cache().prefetch(" in texts[2], texts[2]

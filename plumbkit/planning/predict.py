@@ -312,7 +312,9 @@ def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | No
         floors = {k: v for k, v in floors.items() if k in rates}
         if sum(floors.values()) > ev.cores:
             floors = None
-    return solve_cpu_lp(rates, cores=ev.cores, sequential=sequential, extra_bounds=bounds, min_theta=floors)
+    caps = {op.name: float(op.max_parallelism) for op in p if op.max_parallelism is not None and op.name in rates}
+    return solve_cpu_lp(rates, cores=ev.cores, sequential=sequential, extra_bounds=bounds, min_theta=floors,
+                        max_theta=caps)  # an interleave uses at most its cycle length
 
 
 def prediction_error(predicted: float, measured: float) -> float:
