@@ -135,7 +135,7 @@ def markdown(section: dict[str, Any] | None) -> list[str]:
             mark = " **(chosen)**" if c["chosen"] else ""
             measured = "—" if c["measured"] is None else f"{c['measured']:.1f}"
             lines.append(f"| {row['pipeline']} | {row['workers_available']} | {c['cut']}{mark} | "
-                         f"{c['predicted']:.1f} | {measured} | {_error(c['predicted'], c['measured'])} | {c['bound']}; DYNAMIC's splits "
+                         f"{c['predicted']:.1f} | {measured} | {_error(c['predicted'], c['measured'])} | {c['bound']}; serving "
                          f"{c['serving_ms']:.2f} + dispatcher {c['dispatcher_ms']:.2f} ms |")
     lines.append("")
     for row in section["rows"]:

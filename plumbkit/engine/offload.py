@@ -255,9 +255,10 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         send = _per(moved, "worker_cpu") * visit if pids else receive  # other processes' CPU: 10 ms ticks
         remote_cpu = _least(remote, "cpu") * visit
         run = served_runs[op.name]
-        # Serving elements (OFF) is what moving the sample cost; DYNAMIC adds fetching every
-        # split from the dispatcher, seen only in the served run.
-        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids and mode == "DYNAMIC" else 0.0
+        # What the workers spend serving beyond computing the remote part and sending its
+        # elements (the task runner and its threads; with DYNAMIC, fetching every split from
+        # the dispatcher): seen only in the served run, per minibatch, on workers of our own.
+        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids else 0.0
         below = {o.name for o in [op] + pipe.descendants(op.name)}
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,

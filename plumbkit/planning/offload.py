@@ -8,9 +8,9 @@ everything below it on the workers and the rest on the client. Per root minibatc
 - ``send_cpu`` / ``receive_cpu``: worker / client core-seconds to move the cut's elements
   (a cached sample of them served through the service on loopback);
 - ``transfer_rate``: minibatches/s one worker moves when computing costs nothing;
-- ``service_cpu`` / ``dispatcher_cpu``: what serving adds on the workers and the dispatcher
-  (measured in a served run: DYNAMIC sharding fetches every split from the dispatcher, one RPC
-  per element of a ``range`` source);
+- ``service_cpu`` / ``dispatcher_cpu``: what serving adds on the workers beyond computing and
+  sending (their task runner; DYNAMIC sharding fetches every split from the dispatcher, one RPC
+  per element of a ``range`` source), and what the dispatcher spends, measured in a served run;
 - ``client_cpu``: client core-seconds for the operators above the cut (run alone on a cached
   sample of the cut's elements);
 - the consumer's own CPU and its ceiling (``take(1).cache().repeat()``) on the client.
@@ -60,7 +60,7 @@ class CutCosts:
     receive_cpu: float
     transfer_rate: float  # minibatches/s one worker moves (cached sample), inf if not measured
     client_cpu: float  # operators above the cut
-    service_cpu: float = 0.0  # what DYNAMIC sharding adds on the workers (fetching its splits)
+    service_cpu: float = 0.0  # what serving adds on the workers (task runner; DYNAMIC's splits)
     dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (DYNAMIC hands out splits)
     remote_caps: tuple[float, ...] = ()  # minibatches/s each sequential remote operator allows
     client_caps: tuple[float, ...] = ()
