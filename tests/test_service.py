@@ -112,7 +112,7 @@ def test_python_functions_stay_on_the_client(cluster):
     here = InProcessClient(cluster=cluster)  # the Python function only exists in this process
     got = served(cluster, ds, "map(lambda)", "DYNAMIC", client=here)
     assert sorted(v for b in got for v in b.tolist()) == [2 * i + 1 for i in range(48)]
-    with pytest.raises(plumbkit.PipelineError, match="Could not find callback with key=pyfunc_0"):
+    with pytest.raises(plumbkit.PipelineError, match=r"Could not find callback with key=pyfunc_\d+"):
         served(cluster, ds, "batch(8)", "OFF", client=here)  # what the cut rule prevents
 
 
