@@ -310,7 +310,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     charged = {k: v for k, v in lp.theta.items() if k in PSEUDO or k == OVERHEAD}
     options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
     predicted = prediction.throughput
-    waits = [c for c in changes if c.what == "threadpool"] or any(s.bound == "latency" or s.holds_gil for s in tunable)
+    waits = any(c.what == "threadpool" for c in changes) or any(
+        (s.bound == "latency" or s.holds_gil) and s.name not in skip and not s.injected for s in trace.analysis.ops)
     if waits:
         # The CPU model above has no notion of waiting or of the GIL: the plan's own concurrency
         # under the resource LP bounds it too (calls in flight, one core for all Python).
