@@ -462,6 +462,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=float, default=None, help="seconds per measurement window")
     parser.add_argument("--only", default=None, help="comma-separated pipeline names")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: stepping,cache,overhead,pick_best")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the end-to-end rows already in OUT/partial.json and run only the rest")
 
 
 def step_targets(pipelines: dict[str, Callable], quick: bool) -> dict[str, Callable]:
@@ -553,7 +555,14 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"machine": machine(), "protocol": protocol.describe(), "rounds": protocol.rounds,
                               "seconds": seconds, "end_to_end": [], "stepping": [], "cache": [], "overhead": [],
                               "cancel": [], "plots": [], "accuracy": []}
+    done = set()
+    if getattr(args, "resume", False) and (out / "partial.json").exists():
+        report["end_to_end"] = json.loads((out / "partial.json").read_text())["end_to_end"]
+        done = {r["pipeline"] for r in report["end_to_end"]}
+        log(f"resuming: {', '.join(sorted(done))} already measured")
     for name, case in chosen.items():
+        if name in done:
+            continue
         report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
                                                memory_budget=case.memory_budget, before_each=case.before_each,
                                                regime=case.regime))
