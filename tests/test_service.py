@@ -123,7 +123,7 @@ def heavy_plan(cluster):
     for worker in cluster.live_workers[1:]:  # one worker on core 1, the client alone on core 0
         cluster.retire_worker(worker.index)
     time.sleep(1.5)  # the dispatcher forgets them (worker_timeout_ms=1000)
-    return plumbkit.offload(two_stage, dispatcher=cluster, max_workers=1, seconds=1.2, rounds=2, max_cuts=2)
+    return plumbkit.offload(two_stage, dispatcher=cluster, max_workers=1, seconds=1.0, rounds=3, max_cuts=2)
 
 
 def test_cpu_heavy_pipeline_is_offloaded_at_the_split(heavy_plan):

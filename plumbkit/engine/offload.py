@@ -290,6 +290,9 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         if mode == "DYNAMIC":
             notes.append("DYNAMIC sharding: each element once per epoch while no worker fails; a lost worker's "
                          "elements are skipped for that epoch (at most once)")
+    if len(runs[0]) > 1:  # the local pipeline's cost, from every local run (its least disturbed slice)
+        setting = dataclasses.replace(setting, local_cpu=min(setting.local_cpu,
+                                                             min(r.least_client_cpu for r in runs[0])))
     measured = {n: statistics.median(r.throughput for r in v) for n, v in runs.items()}
     probes.append(client.call({"kind": "share"}, Watch()))
     if min(probes) < DEDICATED:
