@@ -120,6 +120,9 @@ def test_candidate_cuts_skip_prefetch_and_keep_the_useful_ones():
     assert "p" not in names and names[0] == "b"  # root side first; never at a prefetch
     assert "d" in names  # below the size-increasing float conversion, and holds the heavy decode
     assert "r" not in names  # offloads ~1% of the CPU
+    # Two cuts: everything remote, and the split closest to half the CPU on each side.
+    two = m.candidate_cuts(PIPE, {}, cpu_share={"b": 0.02, "f": 0.45, "d": 0.45, "r": 0.01}, limit=2)
+    assert [c.name for c in two] == ["b", "d"]
 
 
 def test_python_functions_stay_on_the_client():

@@ -201,6 +201,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
 
     progress("starting the measuring client", 0.05)
     probes = [client.call({"kind": "share"}, Watch())]  # is the client's core its own right now?
+    worker_probes = [service.cluster.worker_core_share()] if service.cluster is not None else []
     ideal = loop("ideal")
     progress("measuring the local pipeline", 0.1)
     local = loop("full")
@@ -290,12 +291,20 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         if mode == "DYNAMIC":
             notes.append("DYNAMIC sharding: each element once per epoch while no worker fails; a lost worker's "
                          "elements are skipped for that epoch (at most once)")
+    if len(runs[0]) > 1:  # the local pipeline's cost, from every local run (its least disturbed slice)
+        setting = dataclasses.replace(setting, local_cpu=min(setting.local_cpu,
+                                                             min(r.least_client_cpu for r in runs[0])))
     measured = {n: statistics.median(r.throughput for r in v) for n, v in runs.items()}
     probes.append(client.call({"kind": "share"}, Watch()))
-    if min(probes) < DEDICATED:
-        notes.append(f"busy machine: a spinning probe in the client process got {min(probes):.0%} of its core "
-                     f"(other processes took the rest); measured throughput is then a share of what the "
-                     f"predictions, made for cores of their own, say (CPU per minibatch moves much less)")
+    if service.cluster is not None:
+        worker_probes.append(service.cluster.worker_core_share())
+    busy = [f"the client's core {min(probes):.0%}"] if min(probes) < DEDICATED else []
+    if worker_probes and not min(worker_probes) >= DEDICATED:
+        busy.append(f"the workers' core {min(worker_probes):.0%}")
+    if busy:
+        notes.append(f"busy machine: a spinning probe got {' and '.join(busy)} (other processes took the "
+                     f"rest); measured throughput is then a share of what the predictions, made for cores "
+                     f"of their own, say (CPU per minibatch moves much less)")
     chosen = decision.cut or (max(cuts, key=lambda c: model.plateau(setting, c, max_workers).throughput)
                               if cuts else None)
     curve = (model.curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
@@ -304,7 +313,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     plan = OffloadPlan(
         decision=decision.action, reason=decision.reason, target=goal, target_source=source,
         distribute=distribute, workers=decision.workers, predicted=curve, measured=measured,
-        runs=runs, cuts=cuts, setting=setting, invalid=invalid, cpu_shares=probes,
+        runs=runs, cuts=cuts, setting=setting, invalid=invalid, cpu_shares=probes, worker_core_shares=worker_probes,
         address=service.address if not service.own else None, workers_available=n_now, trace=traced,
         notes=notes, max_workers=max_workers, _graph=graph_bytes, _spec=spec_bytes)
     if service.own and distribute is not None:

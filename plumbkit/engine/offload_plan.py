@@ -76,6 +76,7 @@ class OffloadPlan:
     notes: list[str] = field(default_factory=list)
     max_workers: int = 32
     cpu_shares: list[float] = field(default_factory=list)  # the client's core, probed before and after
+    worker_core_shares: list[float] = field(default_factory=list)  # the workers' cores, likewise (ours only)
     _graph: bytes = b""
     _spec: bytes = b""
     _dataset: Any = None
@@ -152,10 +153,11 @@ class OffloadPlan:
 
     @property
     def dedicated(self) -> bool:
-        """Did the client have its core to itself? (A spinning probe before and after measuring
-        got at least 80% of it.) When not, measured throughput is a share of what the
-        predictions, made for cores of their own, say."""
-        return bool(self.cpu_shares) and min(self.cpu_shares) >= 0.8
+        """Did the client and the workers have their cores to themselves? (A spinning probe
+        before and after measuring got at least 80% of each.) When not, measured throughput is
+        a share of what the predictions, made for cores of their own, say."""
+        shares = self.cpu_shares + self.worker_core_shares
+        return bool(self.cpu_shares) and all(s >= 0.8 for s in shares)
 
     # -- applying it ------------------------------------------------------------------------
     @property

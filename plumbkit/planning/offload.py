@@ -249,10 +249,11 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
                    bytes_per_minibatch: Mapping[str, float] | None = None, limit: int = 4) -> list[Operator]:
     """Where ``distribute()`` may go, at most ``limit``, root side first.
 
-    Kept, in this order of priority: everything remote (the highest valid cut); the highest
-    cut below a batch (workers send single elements); cuts just below operators that grow the
-    data (float conversion, padding: less network volume); the lowest cut that still holds the
-    most expensive operator. Never at a prefetch (cut at what it buffers), never holding
+    Kept, in this order of priority: everything remote (the highest valid cut); the cut that
+    moves closest to half the CPU to the workers (both sides busy); the highest cut below a
+    batch (workers send single elements); cuts just below operators that grow the data (float
+    conversion, padding: less network volume); the lowest cut that still holds the most
+    expensive operator. Never at a prefetch (cut at what it buffers), never holding
     Python, never offloading less than 5% of the CPU.
     """
     bad = invalid_cuts(pipeline, python_nodes)
@@ -266,6 +267,8 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     if not valid:
         return []
     picked: list[Operator] = [valid[0]]
+    if share:  # the split that keeps both sides busy: half the CPU remote (ties: fewer elements moved)
+        picked.append(min(valid, key=lambda op: abs(remote_share(pipeline, op, share) - 0.5)))
     batches = [i for i, op in enumerate(ops) if op.kind in ("batch", "padded_batch", "map_and_batch")]
     if batches:
         below = [op for op in valid if ops.index(op) > batches[-1]]

@@ -107,7 +107,10 @@ class MeasuringClient:
         self._dir = tempfile.mkdtemp(prefix="plumbkit-client-")
         self._log = Path(self._dir) / "client.log"
         self._to = self._from = -1
-        self._finalizer = weakref.finalize(self, _close_client, [None], self._dir)
+        # [process, request fd, response fd], shared with the finalizer; emptied once closed, so
+        # a descriptor number is never closed twice (it may belong to another file by then).
+        self._state: list = [None, -1, -1]
+        self._finalizer = weakref.finalize(self, _close_client, self._state, self._dir)
 
     @property
     def pid(self) -> int | None:
@@ -122,8 +125,7 @@ class MeasuringClient:
         os.close(req_r)
         os.close(resp_w)
         self._to, self._from = req_w, resp_r
-        self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _close_client, [self._popen, self._to, self._from], self._dir)
+        self._state[:] = [self._popen, req_w, resp_r]
         hello = self._wait_frame(self.startup_timeout)
         if not (isinstance(hello, dict) and hello.get("ready")):
             raise ServiceError(f"the measuring client did not start: {hello}")
@@ -158,9 +160,12 @@ class MeasuringClient:
         while True:
             try:
                 frame = _recv(self._from, 0.25)
-            except EOFError:
+            except EOFError:  # the client closed its end: it is exiting
                 frame = None
-                if self._popen.poll() is None:
+                try:
+                    self._popen.wait(5)
+                except subprocess.TimeoutExpired:
+                    self._popen.kill()
                     self._popen.wait(5)
             now = time.monotonic()
             if isinstance(frame, dict) and "progress" in frame:
@@ -188,8 +193,8 @@ class MeasuringClient:
     def close(self) -> None:
         """Stop the client process (the next call starts a fresh one)."""
         if self._popen is not None:
-            _close_client([self._popen, self._to, self._from], None)
-            self._popen = None
+            _close_client(self._state, None)
+            self._popen, self._to, self._from = None, -1, -1
 
     def __enter__(self) -> "MeasuringClient":
         return self
@@ -211,7 +216,9 @@ def shared_client(cluster: ServiceCluster) -> MeasuringClient:
 
 
 def _close_client(state: list, directory: str | None) -> None:
-    popen, *fds = state + [None] * (3 - len(state))
+    """Kill the client process and close its pipes (``state`` is emptied: done once)."""
+    popen, *fds = state
+    state[:] = [None, -1, -1]
     if popen is not None and popen.poll() is None:
         popen.kill()
         try:

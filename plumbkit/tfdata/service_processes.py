@@ -113,6 +113,30 @@ def _log_tail(path: Path, lines: int = 6) -> str:
     return " | ".join(useful[-lines:])
 
 
+_SPIN = """
+import os, sys, time
+cores = [int(c) for c in sys.argv[1].split(",") if c]
+if cores and hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, cores)
+t0, c0 = time.perf_counter(), time.process_time()
+while time.perf_counter() - t0 < float(sys.argv[2]):
+    sum(range(200))
+print((time.process_time() - c0) / (time.perf_counter() - t0))
+"""
+
+
+def core_share(cores: Sequence[int] | None, seconds: float = 0.3) -> float:
+    """Share of one of ``cores`` a spinning process gets right now (about 1 when nothing else
+    wants it; measured in a small process of its own, no TensorFlow)."""
+    arg = ",".join(str(c) for c in cores or [])
+    try:
+        out = subprocess.run([sys.executable, "-c", _SPIN, arg, str(seconds)], capture_output=True, text=True,
+                             timeout=30 + seconds, check=True).stdout
+        return float(out.strip())
+    except (subprocess.SubprocessError, ValueError, OSError):
+        return float("nan")
+
+
 def reachable(address: str, timeout: float = 2.0) -> bool:
     """Can a TCP connection be opened to ``address`` (``grpc://host:port`` or ``host:port``)?"""
     host, _, port = address.split("://")[-1].rpartition(":")
@@ -327,6 +351,12 @@ class ServiceCluster:
             worker.popen.send_signal(sig)
             worker.popen.wait(10)
 
+    def worker_core_share(self, seconds: float = 0.3) -> float:
+        """The smallest share of a worker's cores a spinning probe gets now (1: they are free)."""
+        sets = {tuple(w.cores) for w in self.live_workers if w.cores}
+        shares = [core_share(list(s), seconds) for s in sets] or [float("nan")]
+        return min(shares)
+
     def watch(self, on_lost: Callable[[LostWorker], None], *, until: Callable[[], bool],
               interval: float = 0.25) -> None:
         """Call ``on_lost`` once for every worker that dies, until ``until()`` is true (or the
@@ -368,4 +398,5 @@ def _stop_all(processes: list[ServerProcess], own_dir: str, timeout: float = 5.0
     shutil.rmtree(own_dir, ignore_errors=True)
 
 
-__all__ = ["ServerProcess", "ServiceCluster", "can_pin", "cpu_sets", "package_parent", "reachable", "usable_cores"]
+__all__ = ["ServerProcess", "ServiceCluster", "can_pin", "core_share", "cpu_sets", "package_parent", "reachable",
+           "usable_cores"]
