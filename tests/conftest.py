@@ -10,10 +10,15 @@ import time  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from plumbkit.bench.examples import planted_work  # noqa: E402
+from plumbkit.engine.compare import Protocol  # noqa: E402
 from plumbkit.tfdata.options import sequential_options  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
+
+#: For tests that check what a plan yields, not its speed: the comparison only decides what
+#: comes back, so two short rounds do.
+BRIEF = Protocol(rounds=2, window=0.1, max_windows=2, fill_limit=5)
 
 
 def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,

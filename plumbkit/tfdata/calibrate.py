@@ -45,8 +45,9 @@ from .graph import dataset_at
 #: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
 #: most; fewer (not under MIN_SAMPLE) when computing them would take over SAMPLE_SECONDS.
 SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
-#: Process CPU seconds one timed run of an operator aims at.
-TARGET_CPU_SECONDS = 0.02
+#: Process CPU seconds one timed run of an operator aims at (measured: at 0.02 s the medians of
+#: three runs were 0.5-1.5x the isolated truth of a planted map; at 0.05-0.06 s, 0.9-1.2x).
+TARGET_CPU_SECONDS = 0.05
 #: Elements pulled before timing (the iterator's start-up, buffers filled).
 WARM_ELEMENTS = 4
 #: Loop steps one timed run takes: at most MAX_STEPS, at least MIN_STEPS unless it waits.
@@ -57,8 +58,9 @@ NEXT_SECONDS = 0.003
 QUIET_SHARE, QUIET_STEP_SECONDS = 0.15, 0.003
 #: Wall seconds a timed run may last at most (an operator that mostly waits).
 TARGET_WALL_SECONDS = 0.05
-#: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up.
-ROUNDS = 3
+#: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up: at
+#: least ROUNDS, more (up to MAX_ROUNDS) while their spread is above SETTLED_SPREAD.
+ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
@@ -266,6 +268,12 @@ def _nexts(trial: _Run) -> int:
     return _clamp(min(by_cpu, by_wall), 1, 100_000)
 
 
+def _settled(runs: list[_Run]) -> bool:
+    """ROUNDS runs or more whose CPU spread is within SETTLED_SPREAD (a median of three runs
+    with a 40% spread was measured 20-50% off; more runs pull it back)."""
+    return len(runs) >= ROUNDS and _spread([r.cpu for r in runs]) <= SETTLED_SPREAD
+
+
 def _medians(runs: list[_Run]) -> tuple[float, float, int]:
     """(median CPU, median wall) per element, and elements per run."""
     n = runs[-1].elements
@@ -303,15 +311,17 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     without = _Driver(_built(forever, repeat, options), max(1, round(ratio)))
     without.run(WARM_ELEMENTS)
     a_runs, b_runs = [], []
-    for r in range(ROUNDS):
+    for r in range(MAX_ROUNDS):
         pair = [(with_op, a_runs), (without, b_runs)]
         for driver, into in (pair if r % 2 == 0 else pair[::-1]):
             into.append(driver.run(nexts))
+        if _settled(a_runs):
+            break
     a_cpu, a_wall, n = _medians(a_runs)
     b_cpu, b_wall, _ = _medians(b_runs)
     cost = OperatorCost(op.name, op.label, max(0.0, a_cpu - ratio * b_cpu),
                         wall_per_element=max(0.0, a_wall - ratio * b_wall), elements=n,
-                        runs=ROUNDS, spread=_spread([r.cpu for r in a_runs]), how=ALONE)
+                        runs=len(a_runs), spread=_spread([r.cpu for r in a_runs]), how=ALONE)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, hint, ratio * b_wall)
     return cost
@@ -378,11 +388,13 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     base = _built(graph_def, op.name, options).repeat()
     driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
     nexts = _grown(driver, 1)
-    runs = [driver.run(nexts) for _ in range(ROUNDS)]
+    runs: list[_Run] = []
+    while len(runs) < MAX_ROUNDS and not _settled(runs):
+        runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n
     return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
-                        probe_cpu_per_element=cpu, elements=n, runs=ROUNDS,
+                        probe_cpu_per_element=cpu, elements=n, runs=len(runs),
                         spread=_spread([r.cpu for r in runs]), how=SOURCE)
 
 
