@@ -7,6 +7,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import statistics  # noqa: E402
 import time  # noqa: E402
 
+import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from plumbkit.bench.examples import planted_work  # noqa: E402
@@ -15,6 +16,12 @@ from plumbkit.tfdata.options import sequential_options  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
+
+#: For tests that compare a figure measured now with one measured (or predicted) seconds before
+#: on this shared 2-core machine: its speed drifts (the same Python tokenizer ran 14 and 28
+#: minibatches/s a minute apart), so such a test gets one more attempt, fresh, before it fails.
+#: A real fault fails both; the bench prints the figures' spread over many runs.
+measured_against_the_clock = pytest.mark.flaky(reruns=1)
 
 #: For tests that check what a plan yields, not its speed: the comparison only decides what
 #: comes back, so two short rounds do.

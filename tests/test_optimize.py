@@ -17,7 +17,7 @@ from plumbkit.planning.decisions import decide
 #: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
 
-from conftest import heavy, isolated_seconds_per_element, medium
+from conftest import heavy, isolated_seconds_per_element, measured_against_the_clock, medium
 
 
 def planted(extra=None):
@@ -27,6 +27,7 @@ def planted(extra=None):
     return ds.batch(16).with_options(sequential_options())
 
 
+@measured_against_the_clock
 def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
     truth = isolated_seconds_per_element(heavy) / isolated_seconds_per_element(medium)
     plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
@@ -128,6 +129,7 @@ def test_baselines_are_what_they_say():
     assert pipeline_of(plumbkit.baselines.autotune(ds, 2))[pipeline_of(plumbkit.baselines.autotune(ds, 2)).root].kind == "prefetch"
 
 
+@measured_against_the_clock
 def test_step_gives_the_bottleneck_one_more_thread():
     s = plumbkit.step(planted(), seconds=2)
     assert s.operator == "map(heavy)" and s.parallelism == 2
@@ -135,6 +137,7 @@ def test_step_gives_the_bottleneck_one_more_thread():
     assert pipeline_of(s.dataset).by_label("map(heavy)").parallelism == 2
 
 
+@measured_against_the_clock
 def test_bottleneck_walk_reaches_peak_in_fewer_steps_than_random_walks():
     """Three tunable maps of different cost; paper: 2-3x fewer steps to 90% of peak."""
     def light(x):

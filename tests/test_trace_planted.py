@@ -14,7 +14,7 @@ import plumbkit
 from plumbkit.bench.examples import planted_work
 from plumbkit.tfdata.options import single_thread_ops_options
 
-from conftest import cpu_seconds_per_element, heavy, isolated_seconds_per_element, medium
+from conftest import cpu_seconds_per_element, heavy, isolated_seconds_per_element, measured_against_the_clock, medium
 
 BATCH = 16
 
@@ -28,6 +28,7 @@ def planted_pipeline():
             .with_options(single_thread_ops_options()))
 
 
+@measured_against_the_clock
 def test_rates_match_isolated_ground_truth_and_bottleneck_is_named():
     # The truth in the pipeline's own execution mode: the same options and parallel calls (run
     # sequentially instead, the same function costs measurably less CPU per element).
@@ -46,6 +47,7 @@ def test_rates_match_isolated_ground_truth_and_bottleneck_is_named():
         assert statistics.median(values) == pytest.approx(1.0, abs=0.25), (label, values)
 
 
+@measured_against_the_clock
 def test_calibrated_cpu_adds_up_to_process_cpu():
     """Each operator's CPU is measured alone, so the sum is a measurement too: close to the
     process CPU, and what nobody accounts for (or the excess) is reported as such."""

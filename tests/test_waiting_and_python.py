@@ -21,6 +21,8 @@ from plumbkit.planning.lp import GIL
 from plumbkit.tfdata.rebuild import apply_changes
 from plumbkit.tfdata.run import untraced_throughput
 
+from conftest import measured_against_the_clock
+
 FETCH_SECONDS = 0.008
 
 
@@ -47,6 +49,7 @@ def _interleaved(factories: dict, *, rounds: int = 2, seconds: float = 1.5) -> d
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+@measured_against_the_clock
 def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond_the_cores():
     trace = plumbkit.trace(sequential_fetches, seconds=2, converge=False)
     op = trace.op("map(fetch)")
@@ -89,6 +92,7 @@ def tokenized(threads=None):
     return tf.data.Dataset.from_tensor_slices(LINES).repeat().map(tokenize, num_parallel_calls=threads).batch(16)
 
 
+@measured_against_the_clock
 def test_a_python_tokenizer_holds_the_gil_and_more_threads_are_predicted_not_to_help():
     trace = plumbkit.trace(tokenized, seconds=2, converge=False)
     op = trace.op("map(tokenize)")
