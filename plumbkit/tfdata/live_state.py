@@ -25,6 +25,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.python.framework import op_def_registry
 
+from .graph_walk import pruned
+
 #: Attribute on a rebuilt Dataset holding its :class:`_Live` record.
 LIVE_ATTR = "_plumbkit_live"
 
@@ -150,7 +152,7 @@ def bind_live_resources(graph_def: graph_pb2.GraphDef, captures: Captures
                     placeholder.attr["dtype"].type = types_pb2.DT_RESOURCE
                     bindings[name], by_handle[id(tensor)] = tensor, name
                 node.input[_data_index(node, start + k)] = name
-    return (_pruned(graph_def) if bindings else graph_def), bindings
+    return (pruned(graph_def) if bindings else graph_def), bindings
 
 
 def _data_index(node: node_def_pb2.NodeDef, k: int) -> int:
@@ -162,23 +164,6 @@ def _data_index(node: node_def_pb2.NodeDef, k: int) -> int:
             if seen == k:
                 return i
     raise IndexError(k)
-
-
-def _pruned(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
-    by_name = {n.name: n for n in graph_def.node}
-    keep, stack = set(), [n.name for n in graph_def.node if n.op == "_Retval"]
-    while stack:
-        name = stack.pop()
-        if name in keep or name not in by_name:
-            continue
-        keep.add(name)
-        stack.extend(i.lstrip("^").split(":")[0] for i in by_name[name].input)
-    kept = [n for n in graph_def.node if n.name in keep]
-    out = graph_pb2.GraphDef()
-    out.CopyFrom(graph_def)
-    del out.node[:]
-    out.node.extend(kept)
-    return out
 
 
 def variant_with_live_resources(graph_def: graph_pb2.GraphDef, bindings: dict[str, tf.Tensor]
