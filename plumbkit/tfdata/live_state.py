@@ -19,7 +19,7 @@ resources as the user's.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
@@ -55,10 +55,28 @@ def state_of(ds: tf.data.Dataset) -> tuple[Captures, tuple[Any, ...]]:
     The objects kept are the traced functions (``py_function`` tokens live as long as their
     graphs) — never the Datasets: a Dataset kept alive would keep its filled caches too.
     """
-    from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
-
     out: Captures = {}
     keep: list[Any] = []
+    for obj in python_objects(ds):
+        if isinstance(obj, tf.data.Dataset):
+            live = getattr(obj, LIVE_ATTR, None)
+            if live is not None:
+                out.update({k: v for k, v in live.captures.items() if k not in out})
+                keep.extend(live.keepalive)
+        else:
+            fn = obj.function
+            out.setdefault(_name(fn.name), tuple(fn.captured_inputs))
+            keep.append(obj)
+    return out, tuple(keep)
+
+
+def python_objects(ds: tf.data.Dataset) -> Iterator[Any]:
+    """Every Dataset and every traced function (``StructuredFunctionWrapper``) reachable from
+    ``ds``'s Python objects, each once, ``ds`` first: through Datasets' attributes and the
+    lists, tuples and dicts they hold (never into a function: its captures are its own).
+    Nothing is called, no user code runs."""
+    from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
+
     seen: set[int] = set()
     stack: list[Any] = [ds]
     while stack:
@@ -67,21 +85,14 @@ def state_of(ds: tf.data.Dataset) -> tuple[Captures, tuple[Any, ...]]:
             continue
         seen.add(id(obj))
         if isinstance(obj, StructuredFunctionWrapper):
-            fn = obj.function
-            out.setdefault(_name(fn.name), tuple(fn.captured_inputs))
-            keep.append(obj)
-            continue
-        if isinstance(obj, tf.data.Dataset):
-            live = getattr(obj, LIVE_ATTR, None)
-            if live is not None:
-                out.update({k: v for k, v in live.captures.items() if k not in out})
-                keep.extend(live.keepalive)
+            yield obj
+        elif isinstance(obj, tf.data.Dataset):
+            yield obj
             stack.extend(v for v in vars(obj).values() if _may_hold(v))
         elif isinstance(obj, (list, tuple)):
             stack.extend(v for v in obj if _may_hold(v))
         elif isinstance(obj, dict):
             stack.extend(v for v in obj.values() if _may_hold(v))
-    return out, tuple(keep)
 
 
 def _may_hold(value: Any) -> bool:
