@@ -13,6 +13,9 @@ from __future__ import annotations
 import ast
 from typing import Iterable
 
+from .source import _mask_magics
+
+
 def _dotted(node: ast.AST) -> list[str]:
     """``tf.data.Dataset.range`` -> ["tf", "data", "Dataset", "range"] (empty if not a plain chain)."""
     parts: list[str] = []
@@ -109,8 +112,3 @@ def dataset_factories(cell: str) -> list[str]:
         elif isinstance(stmt, ast.Assign):
             names += [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id in reader.lambdas]
     return [n for n in names if reader.is_factory(n)]
-
-
-def _mask_magics(source: str) -> str:
-    return "\n".join(("#" + line[1:]) if line.lstrip().startswith(("%", "!")) else line
-                     for line in source.split("\n"))

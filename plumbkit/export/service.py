@@ -15,7 +15,7 @@ import io
 import tokenize
 
 from ..model.service import Distribute
-from .source import CodegenError, _mask_magics, _offsets, _parent_calls, _tf_alias, find_site
+from .source import CodegenError, _offsets, find_site, parse_cell, restore_magics
 
 
 def distribute_call(plan: Distribute, *, tf_alias: str = "tf", service: str = "dispatcher") -> str:
@@ -67,13 +67,7 @@ def rewrite_source(source: str, plan: Distribute, *, root_label: str, address: s
                    parameter: str = "dispatcher") -> str:
     """``source`` with the pipeline served from the dispatcher at ``address`` (a parameter named
     ``parameter``) as ``plan`` says; raises CodegenError when a call site is not in the cell."""
-    masked = _mask_magics(source)
-    try:
-        tree = ast.parse(masked)
-    except SyntaxError as err:
-        raise CodegenError(f"the cell is not valid Python: {err}") from err
-    alias = _tf_alias(tree)
-    parents = _parent_calls(tree)
+    masked, tree, alias, parents = parse_cell(source)
     starts = _offsets(masked)
     cut = find_site(tree, masked, plan.cut_label)
     above = parents.get(id(cut.call))
@@ -106,9 +100,7 @@ def rewrite_source(source: str, plan: Distribute, *, root_label: str, address: s
     for offset, text in sorted(edits, key=lambda e: (e[0], order[id(e)]), reverse=True):
         out = out[:offset] + text + out[offset:]
     ast.parse(out)
-    masked_lines, original_lines = masked.split("\n"), source.split("\n")
-    magic = {m: o for o, m in zip(original_lines, masked_lines) if o != m}
-    return "\n".join(magic.get(line, line) for line in out.split("\n"))
+    return restore_magics(source, masked, out)
 
 
 __all__ = ["distribute_call", "rewrite_source"]

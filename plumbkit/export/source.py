@@ -54,6 +54,24 @@ def _mask_magics(source: str) -> str:
                      for line in source.split("\n"))
 
 
+def parse_cell(source: str) -> tuple[str, ast.Module, str, dict[int, ast.Call]]:
+    """What every rewrite of a cell starts from: the cell with its magics masked (offsets kept),
+    its syntax tree, the name TensorFlow is imported as, and each call's parent call
+    (:func:`_parent_calls`). Raises CodegenError when the cell is not valid Python."""
+    masked = _mask_magics(source)
+    try:
+        tree = ast.parse(masked)
+    except SyntaxError as err:
+        raise CodegenError(f"the cell is not valid Python: {err}") from err
+    return masked, tree, _tf_alias(tree), _parent_calls(tree)
+
+
+def restore_magics(source: str, masked: str, out: str) -> str:
+    """``out`` (an edit of ``masked``, the masked ``source``) with the magics masked in it back."""
+    magic = {m: o for o, m in zip(source.split("\n"), masked.split("\n")) if o != m}
+    return "\n".join(magic.get(line, line) for line in out.split("\n"))
+
+
 def _callee_name(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
@@ -264,13 +282,7 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     ``# plumbkit:`` comment above that statement saying what to add by hand. Interleave
     parallelism never exceeds a literal ``cycle_length``.
     """
-    masked = _mask_magics(source)
-    try:
-        tree = ast.parse(masked)
-    except SyntaxError as err:
-        raise CodegenError(f"the cell is not valid Python: {err}") from err
-    alias = _tf_alias(tree)
-    parents = _parent_calls(tree)
+    masked, tree, alias, parents = parse_cell(source)
     up = _parents(tree)
     lines, starts = masked.splitlines(keepends=True), _offsets(masked)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
@@ -329,15 +341,7 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     except SyntaxError as err:  # a defect of plumbkit's, never the user's: say so plainly
         raise CodegenError(f"plumbkit could not write this plan into the cell (the result would "
                            f"not be valid Python: {err.msg}, line {err.lineno})") from err
-    # restore the magics masked above
-    original_lines, new_lines = source.split("\n"), out.split("\n")
-    masked_lines = masked.split("\n")
-    magic = {line for line, m in zip(original_lines, masked_lines) if line != m}
-    restored = []
-    for line in new_lines:
-        hit = next((o for o in magic if ("#" + o[1:]) == line), None)
-        restored.append(hit if hit is not None else line)
-    return "\n".join(restored)
+    return restore_magics(source, masked, out)
 
 
 def _parallelism_edit(site: _Site, value, alias: str, lines: list[str], starts: list[int]) -> tuple[int, int, str]:

@@ -19,6 +19,7 @@ from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.errors import PipelineError
 from ..model.pipeline import FILE_SOURCE_KINDS, Operator, Pipeline, kind_of
+from .graph_walk import node_ref
 from .python_ops import PYTHON_OPS, callable_of, own_random_names, user_callables
 
 
@@ -209,7 +210,7 @@ class _FunctionLibrary:
         """A stateless random op is random when its seed comes from state or another random op."""
         stack, seen = list(node.input), set()
         while stack:
-            ref = stack.pop().lstrip("^").split(":")[0]
+            ref = node_ref(stack.pop())
             if ref in seen:
                 continue
             seen.add(ref)

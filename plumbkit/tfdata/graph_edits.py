@@ -32,6 +32,7 @@ from ..model.pipeline import AUTOTUNE
 from ..model.errors import PipelineError
 from . import live_state, unrebuildable
 from .graph import rebuilds_with_fresh_state, stateful_op_named
+from .graph_walk import node_ref, pruned
 
 GraphDef = graph_pb2.GraphDef
 
@@ -185,7 +186,7 @@ def set_parallelism(graph_def: GraphDef, node_name: str, value: int) -> GraphDef
         _convert(graph_def, node, new_op, {**extra, "num_parallel_calls": value})
     else:
         _set_arg(graph_def, node, "num_parallel_calls", value)
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def set_sequential(graph_def: GraphDef, node_name: str) -> GraphDef:
@@ -200,7 +201,7 @@ def set_sequential(graph_def: GraphDef, node_name: str) -> GraphDef:
         _convert(graph_def, node, _PLAIN_FORM[node.op], {})
     elif _has_arg(node.op, "num_parallel_calls"):
         _set_arg(graph_def, node, "num_parallel_calls", 1)
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def set_prefetch(graph_def: GraphDef, after_node: str, buffer_size: int) -> tuple[GraphDef, str]:
@@ -222,7 +223,7 @@ def set_prefetch(graph_def: GraphDef, after_node: str, buffer_size: int) -> tupl
     # What Python's Dataset.prefetch() passes; the op's own default (True) differs.
     existing.attr["legacy_autotune"].b = buffer_size == AUTOTUNE
     name = existing.name
-    return _pruned(graph_def), name
+    return pruned(graph_def), name
 
 
 def insert_cache(graph_def: GraphDef, after_node: str, filename: str = "") -> tuple[GraphDef, str]:
@@ -248,8 +249,8 @@ def remove_node(graph_def: GraphDef, node_name: str) -> GraphDef:
     """Splice out one single-input transformation (e.g. the user's own cache or prefetch)."""
     graph_def = _copy(graph_def)
     node = _node(graph_def, _resolve(graph_def, node_name))
-    _redirect(graph_def, node.name, _ref(node.input[0]), skip=node.name)
-    return _pruned(graph_def)
+    _redirect(graph_def, node.name, node_ref(node.input[0]), skip=node.name)
+    return pruned(graph_def)
 
 
 # -- graph plumbing -------------------------------------------------------------------------------
@@ -274,22 +275,17 @@ def _node(graph_def: GraphDef, name: str) -> node_def_pb2.NodeDef:
     raise RewriteError(f"no node named {name!r} in this pipeline (its datasets: {', '.join(datasets)})")
 
 
-def _ref(spec: str) -> str:
-    """Node name of an input spec ("Node:1", "^Node")."""
-    return spec.lstrip("^").split(":")[0]
-
-
 def _resolve(graph_def: GraphDef, name: str) -> str:
     """``name``, or for the ``_Retval``/an OptionsDataset the transformation below them."""
     node = _node(graph_def, name)
     while node.op in ("_Retval", "OptionsDataset"):
-        node = _node(graph_def, _ref(node.input[0]))
+        node = _node(graph_def, node_ref(node.input[0]))
     return node.name
 
 
 def _consumers(graph_def: GraphDef, name: str) -> list[node_def_pb2.NodeDef]:
     return [n for n in graph_def.node
-            if any(not i.startswith("^") and _ref(i) == name for i in n.input)]
+            if any(not i.startswith("^") and node_ref(i) == name for i in n.input)]
 
 
 def _redirect(graph_def: GraphDef, old: str, new: str, *, skip: str = "") -> None:
@@ -298,24 +294,8 @@ def _redirect(graph_def: GraphDef, old: str, new: str, *, skip: str = "") -> Non
         if node.name == skip:
             continue
         for k, spec in enumerate(node.input):
-            if not spec.startswith("^") and _ref(spec) == old:
+            if not spec.startswith("^") and node_ref(spec) == old:
                 node.input[k] = new
-
-
-def _pruned(graph_def: GraphDef) -> GraphDef:
-    """Drop nodes the ``_Retval`` no longer reaches (constants of replaced arguments)."""
-    by_name = {n.name: n for n in graph_def.node}
-    keep, stack = set(), [n.name for n in graph_def.node if n.op == "_Retval"]
-    while stack:
-        name = stack.pop()
-        if name in keep or name not in by_name:
-            continue
-        keep.add(name)
-        stack.extend(_ref(i) for i in by_name[name].input)
-    kept = [node_def_pb2.NodeDef.FromString(n.SerializeToString()) for n in graph_def.node if n.name in keep]
-    del graph_def.node[:]
-    graph_def.node.extend(kept)
-    return graph_def
 
 
 def _fresh_name(graph_def: GraphDef, op: str) -> str:
@@ -344,10 +324,10 @@ def _fresh_memory_caches(graph_def: GraphDef) -> GraphDef:
     graph_def = _copy(graph_def)
     for node in [n for n in graph_def.node if n.op == "CacheDatasetV2"]:
         k = _arg_index(node, "cache")
-        source = _node(graph_def, _ref(node.input[k]))
+        source = _node(graph_def, node_ref(node.input[k]))
         if source.op == "Const":
             node.input[k] = _dummy_memory_cache(graph_def)
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def _attr(node: node_def_pb2.NodeDef, name: str):
@@ -395,7 +375,7 @@ def _set_arg(graph_def: GraphDef, node: node_def_pb2.NodeDef, arg: str, value: A
 
 
 def _const_value(graph_def: GraphDef, node: node_def_pb2.NodeDef, arg: str) -> Any:
-    source = _node(graph_def, _ref(node.input[_arg_index(node, arg)]))
+    source = _node(graph_def, node_ref(node.input[_arg_index(node, arg)]))
     if source.op != "Const":
         return None
     value = tensor_util.MakeNdarray(source.attr["value"].tensor)
@@ -553,7 +533,7 @@ def set_count(graph_def: GraphDef, node_name: str, count: int) -> GraphDef:
     """The ``count`` argument of a Take/Repeat node set to ``count``."""
     graph_def = _copy(graph_def)
     _set_arg(graph_def, _node(graph_def, node_name), "count", count)
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def with_output(graph_def: GraphDef, node_name: str) -> GraphDef:
@@ -562,9 +542,9 @@ def with_output(graph_def: GraphDef, node_name: str) -> GraphDef:
     retval = next(n for n in graph_def.node if n.op == "_Retval")
     del retval.input[:]
     retval.input.append(node_name)
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def input_of(graph_def: GraphDef, node_name: str) -> str:
     """The dataset a unary transformation reads (its first input)."""
-    return _ref(_node(graph_def, node_name).input[0])
+    return node_ref(_node(graph_def, node_name).input[0])

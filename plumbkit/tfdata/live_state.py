@@ -19,11 +19,13 @@ resources as the user's.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2, types_pb2
 from tensorflow.python.framework import op_def_registry
+
+from .graph_walk import pruned
 
 #: Attribute on a rebuilt Dataset holding its :class:`_Live` record.
 LIVE_ATTR = "_plumbkit_live"
@@ -53,10 +55,28 @@ def state_of(ds: tf.data.Dataset) -> tuple[Captures, tuple[Any, ...]]:
     The objects kept are the traced functions (``py_function`` tokens live as long as their
     graphs) — never the Datasets: a Dataset kept alive would keep its filled caches too.
     """
-    from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
-
     out: Captures = {}
     keep: list[Any] = []
+    for obj in python_objects(ds):
+        if isinstance(obj, tf.data.Dataset):
+            live = getattr(obj, LIVE_ATTR, None)
+            if live is not None:
+                out.update({k: v for k, v in live.captures.items() if k not in out})
+                keep.extend(live.keepalive)
+        else:
+            fn = obj.function
+            out.setdefault(_name(fn.name), tuple(fn.captured_inputs))
+            keep.append(obj)
+    return out, tuple(keep)
+
+
+def python_objects(ds: tf.data.Dataset) -> Iterator[Any]:
+    """Every Dataset and every traced function (``StructuredFunctionWrapper``) reachable from
+    ``ds``'s Python objects, each once, ``ds`` first: through Datasets' attributes and the
+    lists, tuples and dicts they hold (never into a function: its captures are its own).
+    Nothing is called, no user code runs."""
+    from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
+
     seen: set[int] = set()
     stack: list[Any] = [ds]
     while stack:
@@ -65,21 +85,14 @@ def state_of(ds: tf.data.Dataset) -> tuple[Captures, tuple[Any, ...]]:
             continue
         seen.add(id(obj))
         if isinstance(obj, StructuredFunctionWrapper):
-            fn = obj.function
-            out.setdefault(_name(fn.name), tuple(fn.captured_inputs))
-            keep.append(obj)
-            continue
-        if isinstance(obj, tf.data.Dataset):
-            live = getattr(obj, LIVE_ATTR, None)
-            if live is not None:
-                out.update({k: v for k, v in live.captures.items() if k not in out})
-                keep.extend(live.keepalive)
+            yield obj
+        elif isinstance(obj, tf.data.Dataset):
+            yield obj
             stack.extend(v for v in vars(obj).values() if _may_hold(v))
         elif isinstance(obj, (list, tuple)):
             stack.extend(v for v in obj if _may_hold(v))
         elif isinstance(obj, dict):
             stack.extend(v for v in obj.values() if _may_hold(v))
-    return out, tuple(keep)
 
 
 def _may_hold(value: Any) -> bool:
@@ -150,7 +163,7 @@ def bind_live_resources(graph_def: graph_pb2.GraphDef, captures: Captures
                     placeholder.attr["dtype"].type = types_pb2.DT_RESOURCE
                     bindings[name], by_handle[id(tensor)] = tensor, name
                 node.input[_data_index(node, start + k)] = name
-    return (_pruned(graph_def) if bindings else graph_def), bindings
+    return (pruned(graph_def) if bindings else graph_def), bindings
 
 
 def _data_index(node: node_def_pb2.NodeDef, k: int) -> int:
@@ -162,23 +175,6 @@ def _data_index(node: node_def_pb2.NodeDef, k: int) -> int:
             if seen == k:
                 return i
     raise IndexError(k)
-
-
-def _pruned(graph_def: graph_pb2.GraphDef) -> graph_pb2.GraphDef:
-    by_name = {n.name: n for n in graph_def.node}
-    keep, stack = set(), [n.name for n in graph_def.node if n.op == "_Retval"]
-    while stack:
-        name = stack.pop()
-        if name in keep or name not in by_name:
-            continue
-        keep.add(name)
-        stack.extend(i.lstrip("^").split(":")[0] for i in by_name[name].input)
-    kept = [n for n in graph_def.node if n.name in keep]
-    out = graph_pb2.GraphDef()
-    out.CopyFrom(graph_def)
-    del out.node[:]
-    out.node.extend(kept)
-    return out
 
 
 def variant_with_live_resources(graph_def: graph_pb2.GraphDef, bindings: dict[str, tf.Tensor]

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from ..model.units import human_bytes
+from .graph_walk import node_ref, pruned, reachable
 
 #: Every guard error starts with this, so the engine can tell it from the pipeline's own.
 GUARD_MARKER = "plumbkit memory guard"
@@ -53,7 +54,7 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
     sub-pipeline (so its function has the right signature), and grafted into the graph.
     """
     from . import graph as graph_module
-    from .graph_edits import _copy, _node, _pruned
+    from .graph_edits import _copy, _node
 
     graph_def = _copy(graph_def)
     cache = _node(graph_def, cache_node)
@@ -74,7 +75,7 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
     grafted = graph_module.serialized_graph(guarded)[0]
     scan = next(n for n in grafted.node if n.op == "ScanDataset")
     prefix = f"{cache_node}/plumbkit_guard/"
-    wanted = _reachable(grafted, [i for i in scan.input[1:]]) | {scan.name}
+    wanted = reachable(grafted, scan.input[1:]) | {scan.name}
     have_functions = {f.signature.name for f in graph_def.library.function}
     for fdef in grafted.library.function:
         if fdef.signature.name not in have_functions:
@@ -88,7 +89,7 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
         copy.name = renamed[node.name]
         del copy.input[:]
         for k, spec in enumerate(node.input):
-            ref = spec.lstrip("^").split(":")[0]
+            ref = node_ref(spec)
             if node is scan and k == 0:
                 copy.input.append(below)
             elif ref in renamed:
@@ -96,7 +97,7 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
             else:
                 copy.input.append(spec)
     cache.input[0] = renamed[scan.name]
-    return _pruned(graph_def)
+    return pruned(graph_def)
 
 
 def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float) -> str | None:
@@ -121,18 +122,6 @@ def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float) -> str | No
     finally:
         del it  # a partial fill's buffer goes with its iterator
     return None
-
-
-def _reachable(graph_def: graph_pb2.GraphDef, refs: list[str]) -> set[str]:
-    by_name = {n.name: n for n in graph_def.node}
-    out, stack = set(), [r.lstrip("^").split(":")[0] for r in refs]
-    while stack:
-        name = stack.pop()
-        if name in out or name not in by_name:
-            continue
-        out.add(name)
-        stack.extend(i.lstrip("^").split(":")[0] for i in by_name[name].input)
-    return out
 
 
 def is_guard_error(message: str | None) -> bool:

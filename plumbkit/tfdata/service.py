@@ -32,6 +32,7 @@ from ..model.pipeline import AUTOTUNE
 from ..model.service import Distribute
 from . import graph_edits
 from .graph_edits import GraphDef, RewriteError
+from .graph_walk import node_ref, pruned
 
 #: Python-calling ops: their functions live in the client process's registry, so a worker
 #: cannot run them ("Could not find callback with key=pyfunc_0", measured on TF 2.21).
@@ -78,7 +79,7 @@ def _user_options(graph_def: GraphDef) -> list:
     """The OptionsDataset nodes directly under the ``_Retval`` (the user's ``with_options``)."""
     out, node = [], graph_edits._node(graph_def, graph_edits.RETVAL)  # noqa: SLF001
     while True:
-        node = graph_edits._node(graph_def, graph_edits._ref(node.input[0]))  # noqa: SLF001
+        node = graph_edits._node(graph_def, node_ref(node.input[0]))  # noqa: SLF001
         if node.op != "OptionsDataset":
             return out
         out.append(node)
@@ -103,7 +104,7 @@ def sub_pipeline_graph(graph_def: GraphDef, node: str) -> GraphDef:
     retval = graph_edits._node(g, graph_edits.RETVAL)  # noqa: SLF001
     del retval.input[:]
     retval.input.append(top)
-    return graph_edits._pruned(g)  # noqa: SLF001
+    return pruned(g)
 
 
 def sub_pipeline(graph_def: GraphDef, node: str) -> tf.data.Dataset:
@@ -163,7 +164,7 @@ def spliced(graph_def: GraphDef, cut: str, below: tf.data.Dataset, prefix: str =
         if gradient.function_name not in have_grads:
             g.library.gradient.add().CopyFrom(gradient)
     graph_edits._redirect(g, graph_edits._resolve(g, cut), prefix + top)  # noqa: SLF001
-    return graph_edits._pruned(g)  # noqa: SLF001
+    return pruned(g)
 
 
 def offloaded_graph(graph_def: GraphDef, plan: Distribute, address: str) -> GraphDef:

@@ -16,6 +16,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from ..model.errors import PipelineError
+from .live_state import python_objects
 
 #: Protocol buffers (a GraphDef) cannot exceed 2 GiB; TensorFlow then returns an empty graph.
 GRAPH_LIMIT_BYTES = 2**31 - 1
@@ -63,25 +64,15 @@ def in_memory_bytes(ds: tf.data.Dataset) -> int:
     """Bytes of the tensors serialization would copy into the graph: the element tensors of
     ``from_tensors`` / ``from_tensor_slices`` sources, and the constants and tensors the
     pipeline's functions hold or capture. Read from the Dataset objects, without running anything."""
-    from tensorflow.python.data.ops.structured_function import StructuredFunctionWrapper
-
-    total, seen, stack = 0, set(), [ds]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, StructuredFunctionWrapper):
-            total += sum(_tensor_bytes(t) for t in obj.function.captured_inputs)
-            total += _constant_bytes(obj.function.graph)
-        elif isinstance(obj, tf.data.Dataset):
+    total = 0
+    for obj in python_objects(ds):
+        if isinstance(obj, tf.data.Dataset):
             tensors = getattr(obj, "_tensors", None)
             if isinstance(tensors, (list, tuple)):
                 total += sum(_tensor_bytes(t) for t in tensors if isinstance(t, tf.Tensor))
-            stack.extend(v for v in vars(obj).values()
-                         if isinstance(v, (tf.data.Dataset, StructuredFunctionWrapper, list, tuple)))
-        elif isinstance(obj, (list, tuple)):
-            stack.extend(v for v in obj if isinstance(v, (tf.data.Dataset, StructuredFunctionWrapper)))
+        else:
+            total += sum(_tensor_bytes(t) for t in obj.function.captured_inputs)
+            total += _constant_bytes(obj.function.graph)
     return total
 
 
