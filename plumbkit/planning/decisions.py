@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from ..analysis.costs import MAX_CONCURRENCY
-from ..analysis.operational import Analysis, OpStats, current_capacity
+from ..analysis.operational import Analysis, OpStats, current_capacity, in_pipeline_scale
 from ..model.pipeline import Pipeline
 from ..model.plan import CacheDecision, Change, Option
 from ..model.units import human_bytes
@@ -84,13 +84,14 @@ def default_memory_budget() -> float:
 
 def lp_rates(analysis: Analysis) -> tuple[dict[str, float], set[str]]:
     """(R_i of every operator that costs CPU, the sequential ones) for the LP."""
-    rates = {o.name: o.rate_per_core for o in analysis.ops
+    scale = in_pipeline_scale(analysis)
+    rates = {o.name: o.rate_per_core / scale for o in analysis.ops
              if o.rate_per_core is not None and math.isfinite(o.rate_per_core) and not o.injected}
     sequential = {o.name for o in analysis.ops if o.sequential}
     return rates, sequential
 
 
-def demand(o: OpStats, *, max_threads: float | None = None) -> Demand | None:
+def demand(o: OpStats, *, max_threads: float | None = None, scale: float = 1.0) -> Demand | None:
     """What operator ``o`` needs per minibatch (None: idle, or costs nothing measurable).
 
     CPU ``V_i c_i``; a latency-bound operator also waits ``V_i l_i`` per minibatch per call in
@@ -98,7 +99,7 @@ def demand(o: OpStats, *, max_threads: float | None = None) -> Demand | None:
     """
     if o.injected or o.rate_per_core is None or not o.visit_ratio:
         return None
-    cpu = 1.0 / o.rate_per_core if o.rate_per_core > 0 and math.isfinite(o.rate_per_core) else 0.0
+    cpu = scale / o.rate_per_core if o.rate_per_core > 0 and math.isfinite(o.rate_per_core) else 0.0
     latency = o.visit_ratio * o.latency_per_element if o.bound == "latency" and o.latency_per_element else 0.0
     if cpu <= 0 and latency <= 0:
         return None
@@ -109,11 +110,11 @@ def demand(o: OpStats, *, max_threads: float | None = None) -> Demand | None:
 def demands(analysis: Analysis, *, skip: set[str] = frozenset(),
             max_threads: dict[str, float] | None = None) -> list[Demand]:
     """Every costly operator's :class:`Demand` (``max_threads`` overrides an operator's cap)."""
-    out = []
+    out, scale = [], in_pipeline_scale(analysis)
     for o in analysis.ops:
         if o.name in skip:
             continue
-        d = demand(o, max_threads=(max_threads or {}).get(o.name))
+        d = demand(o, max_threads=(max_threads or {}).get(o.name), scale=scale)
         if d is not None:
             out.append(d)
     return out
@@ -324,7 +325,16 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=predicted,
                      theta_by_label=theta_by_label, prediction=prediction, charged=charged,
                      free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
-                     options=options, notes=[usable.note] if usable.note else [])
+                     options=options, notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n])
+
+
+def _scale_note(analysis: Analysis) -> str | None:
+    scale = in_pipeline_scale(analysis)
+    if scale > 0.95:
+        return None
+    return (f"calibrated alone, your operators add up to {1 / scale:.2f}x the CPU the process spent while "
+            f"the pipeline ran; the plan and its prediction use each operator's calibrated share of what "
+            f"the process spent")
 
 
 def threadpool_size(calls_in_flight: int, cores: float) -> int:
