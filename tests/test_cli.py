@@ -38,7 +38,8 @@ def test_demo_names_the_bottleneck_compares_with_autotune_and_prints_nothing_for
                    "--data", str(tmp_path))
     out, err = done.stdout, done.stderr
     assert done.returncode == 0, err
-    assert re.search(r"=> bottleneck: map\(\w+\)", out), out
+    # a decode map or the sequential file reader: the two come within a few percent here
+    assert re.search(r"=> bottleneck: (map|interleave)\(\w+\)", out), out
     for name in ("yours", "naive", "heuristic", "autotune", "autotune \\+ same cache", "plumbkit"):
         assert re.search(rf"^\s+{name}\s+[\d,.]+\s+IQR", out, re.M), (name, out)
     assert "predicted before any rewrite" in out and "LP bound of the best allocation" in out

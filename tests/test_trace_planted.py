@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.analysis.operational import in_pipeline_scale
 from plumbkit.bench.examples import planted_work
 from plumbkit.tfdata.options import single_thread_ops_options
 
@@ -83,7 +84,10 @@ def test_lp_bound_is_an_upper_bound_and_uses_the_cores():
     assert trace.throughput <= two * 1.1
     heavy_rate = trace.op("map(heavy)").rate_per_core
     medium_rate = trace.op("map(medium)").rate_per_core
-    expected_one_core = 1.0 / (1.0 / heavy_rate + 1.0 / medium_rate + sum(
+    # the LP charges each operator its calibrated share of the CPU the process really spent
+    scale = in_pipeline_scale(trace.analysis)
+    assert 0 < scale <= 1 and (scale == 1) == (trace.analysis.over_attributed_share == 0)
+    expected_one_core = 1.0 / scale / (1.0 / heavy_rate + 1.0 / medium_rate + sum(
         1.0 / o.rate_per_core for o in trace.ops
         if o.rate_per_core and math.isfinite(o.rate_per_core) and o.label not in ("map(heavy)", "map(medium)")))
     assert one == pytest.approx(expected_one_core, rel=0.01)
