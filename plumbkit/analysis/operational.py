@@ -528,6 +528,33 @@ def in_pipeline_scale(analysis: Analysis) -> float:
     return 1.0 / (1.0 + max(0.0, analysis.over_attributed_share))
 
 
+def in_pipeline_rate(analysis: Analysis, o: OpStats) -> float | None:
+    """Minibatches/s per core operator ``o`` sustains inside the pipeline: its ``rate_per_core``
+    with :func:`in_pipeline_scale` applied (inf: costs nothing; None: unknown).
+
+    Why: calibrated alone, the operators can add up to more CPU than the process spent in the
+    pipeline; each keeps its calibrated share of what the process really spent.
+    """
+    if o.rate_per_core is None:
+        return None
+    return o.rate_per_core / in_pipeline_scale(analysis)
+
+
+def cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:
+    """Core-seconds operator ``o`` spends per root minibatch inside the pipeline, with
+    :func:`in_pipeline_scale` applied (0.0: costs nothing, an infinite rate; None: unknown).
+
+    The one place an operator's rate becomes CPU per minibatch, so the LP and the predictions
+    charge the same scale-correct figure and no caller applies (or forgets) the scale by hand.
+    """
+    rate = o.rate_per_core
+    if rate is None:
+        return None
+    if not (rate > 0 and math.isfinite(rate)):
+        return 0.0
+    return in_pipeline_scale(analysis) / rate
+
+
 def current_capacity(o: OpStats, analysis: Analysis) -> float:
     """Minibatches/s operator ``o`` sustains as configured now, on this machine's cores and
     tf.data's thread pool (see :func:`plumbkit.analysis.costs.capacity`)."""

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from ..analysis.costs import MAX_CONCURRENCY
-from ..analysis.operational import Analysis, OpStats, current_capacity, in_pipeline_scale
+from ..analysis.operational import (
+    Analysis,
+    OpStats,
+    cpu_per_minibatch,
+    current_capacity,
+    in_pipeline_rate,
+    in_pipeline_scale,
+)
 from ..model.pipeline import Pipeline
 from ..model.plan import CacheDecision, Change, Option
 from ..model.units import human_bytes
@@ -83,23 +90,27 @@ def default_memory_budget() -> float:
 
 
 def lp_rates(analysis: Analysis) -> tuple[dict[str, float], set[str]]:
-    """(R_i of every operator that costs CPU, the sequential ones) for the LP."""
-    scale = in_pipeline_scale(analysis)
-    rates = {o.name: o.rate_per_core / scale for o in analysis.ops
+    """(R_i of every operator that costs CPU, in the pipeline (:func:`in_pipeline_rate`), the
+    sequential ones) for the LP."""
+    rates = {o.name: in_pipeline_rate(analysis, o) for o in analysis.ops
              if o.rate_per_core is not None and math.isfinite(o.rate_per_core) and not o.injected}
     sequential = {o.name for o in analysis.ops if o.sequential}
     return rates, sequential
 
 
-def demand(o: OpStats, *, max_threads: float | None = None, scale: float = 1.0) -> Demand | None:
-    """What operator ``o`` needs per minibatch (None: idle, or costs nothing measurable).
+def demand(analysis: Analysis, o: OpStats, *, max_threads: float | None = None) -> Demand | None:
+    """What operator ``o`` of ``analysis`` needs per minibatch (None: idle, or costs nothing
+    measurable).
 
-    CPU ``V_i c_i``; a latency-bound operator also waits ``V_i l_i`` per minibatch per call in
+    CPU ``V_i c_i`` as spent in the pipeline (:func:`cpu_per_minibatch`, which applies the
+    in-pipeline scale); a latency-bound operator also waits ``V_i l_i`` per minibatch per call in
     flight; up to :data:`MAX_CONCURRENCY` calls (1 for a sequential operator).
     """
-    if o.injected or o.rate_per_core is None or not o.visit_ratio:
+    if o.injected or not o.visit_ratio:
         return None
-    cpu = scale / o.rate_per_core if o.rate_per_core > 0 and math.isfinite(o.rate_per_core) else 0.0
+    cpu = cpu_per_minibatch(analysis, o)
+    if cpu is None:
+        return None
     latency = o.visit_ratio * o.latency_per_element if o.bound == "latency" and o.latency_per_element else 0.0
     if cpu <= 0 and latency <= 0:
         return None
@@ -110,11 +121,11 @@ def demand(o: OpStats, *, max_threads: float | None = None, scale: float = 1.0) 
 def demands(analysis: Analysis, *, skip: set[str] = frozenset(),
             max_threads: dict[str, float] | None = None) -> list[Demand]:
     """Every costly operator's :class:`Demand` (``max_threads`` overrides an operator's cap)."""
-    out, scale = [], in_pipeline_scale(analysis)
+    out = []
     for o in analysis.ops:
         if o.name in skip:
             continue
-        d = demand(o, max_threads=(max_threads or {}).get(o.name), scale=scale)
+        d = demand(analysis, o, max_threads=(max_threads or {}).get(o.name))
         if d is not None:
             out.append(d)
     return out

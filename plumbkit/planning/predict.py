@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Protocol
 
-from ..analysis.operational import Analysis, in_pipeline_scale
+from ..analysis.operational import Analysis, cpu_per_minibatch
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
 from .lp import LPSolution, solve_cpu_lp
@@ -99,7 +99,6 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
     p = trace.pipeline
     by_label = {o.label: o.name for o in a.ops}
     calibrated = {by_label.get(k, k): v for k, v in (costs or {}).items()}
-    scale = in_pipeline_scale(a)  # calibrated alone, operators may add up to more than the process spent
     cost: dict[str, float] = {}
     visits: dict[str, float] = {}
     threads: dict[str, int] = {}
@@ -110,8 +109,8 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
             visits[o.name] = o.visit_ratio
         if o.name in calibrated and o.visit_ratio is not None:
             cost[o.name] = calibrated[o.name] * o.visit_ratio
-        elif o.rate_per_core is not None:
-            cost[o.name] = 0.0 if math.isinf(o.rate_per_core) or o.rate_per_core <= 0 else scale / o.rate_per_core
+        elif (cpu := cpu_per_minibatch(a, o)) is not None:  # as spent in the pipeline (in-pipeline scale)
+            cost[o.name] = cpu
         if _ran_parallel(o.runtime, p[o.name].op) and o.parallelism:
             threads[o.name] = int(o.parallelism)
     return Evidence(
