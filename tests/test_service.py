@@ -188,8 +188,6 @@ def test_the_bench_section_reports_predicted_and_measured(heavy_plan):
     assert "## Offloading to tf.data service" in text and "| two-stage | 1 | batch(32) **(chosen)** |" in text
 
 
-@pytest.mark.xfail(reason="known, issue 15 open: predicted speed-ups of 1.07-1.36 were measured as 1.5-1.67 "
-                   "(the local, 0-worker prediction runs 19-29% high)", strict=False)
 def test_cpu_heavy_offload_measured_speedup_within_25_percent_of_the_prediction(heavy_plan):
     """Timing needs the cores: on a machine where other processes take the client's core (a
     spinning probe gets under 80% of it), throughput and even CPU per minibatch move by more
