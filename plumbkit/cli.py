@@ -57,10 +57,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
           "rewrite, then yours, the baselines and the plan measured alike) ...", flush=True)
     from dataclasses import replace
 
-    from .engine.compare import QUICK
+    from .engine.compare import PROTOCOLS
+    protocol = PROTOCOLS[args.protocol]
     progress = ProgressPrinter(sys.stdout)
     plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
-                    protocol=replace(QUICK, rounds=args.rounds), on_progress=progress)
+                    protocol=replace(protocol, rounds=args.rounds or protocol.rounds), on_progress=progress)
     progress.close()
     if plan.partial:
         print(f"\n{plan}")
@@ -146,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--per-file", type=int, default=128)
     demo.add_argument("--data", help="folder for the generated data (default: a temporary folder)")
     demo.add_argument("--memory-budget", type=float, default=None, help="bytes (default: half of free memory)")
-    demo.add_argument("--rounds", type=int, default=3, help="interleaved rounds measuring each configuration")
+    demo.add_argument("--protocol", choices=("brief", "quick", "full"), default="quick",
+                      help="how the configurations are compared: brief (3 rounds of 0.1 s windows), "
+                           "quick (3 of 0.3 s, default), full (5 of 1 s, as the bench)")
+    demo.add_argument("--rounds", type=int, default=None,
+                      help="interleaved rounds measuring each configuration (default: the protocol's)")
     demo.set_defaults(func=cmd_demo)
     trace = sub.add_parser("trace", parents=[common],
                            help="trace a pipeline: MODULE:FUNCTION or FILE.py:FUNCTION")

@@ -121,6 +121,9 @@ class PlumbMagics(Magics):
               help="trace, then run the full optimization in this cell (progress; interrupt to cancel)")
     @argument("--step", action="store_true", help="trace, then take one bottleneck step in this cell")
     @argument("--export", action="store_true", help="with --optimize: propose the optimized cell below")
+    @argument("--protocol", choices=("brief", "quick", "full"), default="quick",
+              help="how the configurations are compared: brief (3 rounds of 0.1 s windows, a first look), "
+                   "quick (3 of 0.3 s, default), full (5 of 1 s, as the bench)")
     @argument("--no-widget", action="store_true", help="plain text instead of the widget (as in a terminal)")
     @argument("--verbose", action="store_true",
               help="let TensorFlow, absl and the solver print their logs while plumbkit runs")
@@ -198,7 +201,7 @@ class PlumbMagics(Magics):
         one_shot = args.optimize or args.step
         widget = PlumbWidget(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches,
                              memory_budget=budget, cell_source=cell, namespace=self.shell.user_ns,
-                             live=not one_shot, verbose=args.verbose)
+                             live=not one_shot, verbose=args.verbose, protocol=args.protocol)
         self.last_widget = widget
         self.shell.user_ns["plumb_widget"] = widget
         widget.display_handle = display(widget, display_id=True)
@@ -228,6 +231,7 @@ class PlumbMagics(Magics):
         import sys
 
         from .engine import optimize, step, trace as trace_pipeline
+        from .engine.compare import PROTOCOLS
         from .render.progress import ProgressPrinter
         trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
         self.last_trace = trace
@@ -248,7 +252,8 @@ class PlumbMagics(Magics):
         if args.optimize:
             progress = ProgressPrinter(sys.stdout, prefix="plumbkit: ")
             plan = optimize(pipeline, cores=args.cores, memory_budget=budget,
-                            seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress)
+                            seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress,
+                            protocol=PROTOCOLS[args.protocol])
             progress.close()
             print(plan)
             if plan.partial:

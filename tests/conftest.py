@@ -1,5 +1,6 @@
 """Shared test set-up: quiet TensorFlow, and ground truth measured in the same process."""
 
+import dataclasses
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -11,7 +12,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from plumbkit.bench.examples import planted_work  # noqa: E402
-from plumbkit.engine.compare import Protocol  # noqa: E402
+from plumbkit.engine.compare import PROTOCOLS  # noqa: E402
 from plumbkit.tfdata.options import sequential_options  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
@@ -25,7 +26,7 @@ measured_against_the_clock = pytest.mark.flaky(reruns=1)
 
 #: For tests that check what a plan yields, not its speed: the comparison only decides what
 #: comes back, so two short rounds do.
-BRIEF = Protocol(rounds=2, window=0.1, max_windows=2, fill_limit=5)
+BRIEF = dataclasses.replace(PROTOCOLS["brief"], rounds=2)
 
 
 def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,

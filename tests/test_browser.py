@@ -9,6 +9,7 @@ $PLUMBKIT_SCREENSHOT_DIR when set, which is how the README's pictures are made).
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-EXPORT_CELL = """%%plumb -s 2
+EXPORT_CELL = """%%plumb -s 2 --protocol brief
 import tensorflow as tf
 def busy(x):  # deterministic work: the optimizer may cache and parallelize it
     return tf.reduce_sum(tf.linalg.matmul(tf.fill([48, 48], tf.cast(x, tf.float32)), tf.ones([48, 48])))
@@ -51,10 +52,13 @@ def export_notebook(path: Path, cell: str = EXPORT_CELL) -> None:
 
 #: The one-shot path of the design card: trace live, optimize in the cell, propose the new cell.
 ONE_SHOT_CELL = EXPORT_CELL.replace("%%plumb -s 2", "%%plumb -s 2 --optimize --export --memory-budget 200MB")
+assert "--optimize" in ONE_SHOT_CELL
 
 
-@pytest.fixture
-def lab(tmp_path):
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    """One JupyterLab for the module (starting it takes seconds); each test opens its notebook."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
     work = tmp_path / "lab"
     work.mkdir()
     shutil.copy(ROOT / "notebooks" / "01-quickstart.ipynb", work)
@@ -88,6 +92,18 @@ def lab(tmp_path):
     proc.wait(20)
 
 
+@pytest.fixture
+def lab(jupyterlab):
+    """The module's JupyterLab; the test's kernels are shut down after it (a live trace left
+    running would take the cores from the next test)."""
+    yield jupyterlab
+    url, token = jupyterlab
+    kernels = json.loads(urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=10).read())
+    for kernel in kernels:
+        urllib.request.urlopen(urllib.request.Request(f"{url}/api/kernels/{kernel['id']}?token={token}",
+                                                      method="DELETE"), timeout=30)
+
+
 @contextlib.contextmanager
 def chromium_page():
     """A page in Debian's headless Chromium, launched with the flags the machine needs."""
@@ -102,7 +118,7 @@ def chromium_page():
 
 
 def open_and_run_all(page, url: str, token: str, notebook: str) -> None:
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")  # no tabs restored from the last test
     page.wait_for_selector(".jp-Notebook", timeout=60_000)
     time.sleep(2)
     select = page.locator(".jp-Dialog button", has_text="Select")

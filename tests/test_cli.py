@@ -34,7 +34,7 @@ def run_cli(*args: str, timeout: float = 600, **popen) -> subprocess.CompletedPr
 
 
 def test_demo_names_the_bottleneck_compares_with_autotune_and_prints_nothing_foreign(tmp_path):
-    done = run_cli("demo", "--seconds", "1.5", "--files", "2", "--per-file", "48", "--rounds", "2",
+    done = run_cli("demo", "--seconds", "1.5", "--files", "2", "--per-file", "48", "--protocol", "brief",
                    "--data", str(tmp_path))
     out, err = done.stdout, done.stderr
     assert done.returncode == 0, err

@@ -154,7 +154,7 @@ ds
 
 
 def test_optimize_panel_and_export_yield_the_same_elements(ip):
-    ip.run_cell_magic("plumb", "-s 2", DET)
+    ip.run_cell_magic("plumb", "-s 2 --protocol brief", DET)
     widget = magics(ip).last_widget
     widget.wait(30)
     panel = widget.optimize
@@ -176,7 +176,7 @@ def test_one_shot_optimize_export_shows_the_widget_ending_with_predicted_and_mea
     """``%%plumb --optimize --export``: the same widget as a live trace, its optimize tab ends with
     predicted beside measured, the next cell is proposed, and the display carries static HTML."""
     ip.rl_next_input = None
-    ip.run_cell_magic("plumb", "-s 1.5 --optimize --export --memory-budget 100MB", DET)
+    ip.run_cell_magic("plumb", "-s 1.5 --optimize --export --memory-budget 100MB --protocol brief", DET)
     widget = magics(ip).last_widget
     views = [o for o in shown if WIDGET_VIEW in o["data"]]
     assert views and views[0]["data"][WIDGET_VIEW]["model_id"] == widget.model_id

@@ -61,6 +61,8 @@ TARGET_WALL_SECONDS = 0.05
 #: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up: at
 #: least ROUNDS, more (up to MAX_ROUNDS) while their spread is above SETTLED_SPREAD.
 ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
+#: An operator under this share of the traced time is minor: ROUNDS runs, never more.
+MINOR_SHARE = 0.05
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
@@ -85,6 +87,14 @@ class Hint:
     input_rate: float | None = None  # elements per second its input produced in the pipeline
     input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
+    share: float | None = None  # its share of the pipeline's time in the trace (None: unknown)
+
+    @property
+    def max_rounds(self) -> int:
+        """Rounds this operator may get: a minor one (under MINOR_SHARE of the traced time) gets
+        ROUNDS, never more: its error moves no prediction, and on the eight-operator chain the
+        batch and the source spent a third of the calibration in extra rounds."""
+        return ROUNDS if self.share is not None and self.share < MINOR_SHARE else MAX_ROUNDS
 
 
 def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
@@ -195,8 +205,9 @@ class _Driver:
     elements are produced in full), so the loop's own cost cancels.
     """
 
-    def __init__(self, ds: tf.data.Dataset, per_next: int):
+    def __init__(self, ds: tf.data.Dataset, per_next: int, *, latency: bool = True):
         self.per_next = max(1, per_next)
+        self.latency = latency  # read the kernel's run-queue accounting (~1 ms a run: only where used)
         ds = ds.shard(self.per_next, self.per_next - 1) if self.per_next > 1 else ds
         self._iterator = iter(ds)
         self._handle = self._iterator._iterator_resource  # noqa: SLF001 - the iterator's resource
@@ -208,9 +219,11 @@ class _Driver:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
-        q0, c0, w0 = _schedstat(), time.process_time(), time.perf_counter()
+        q0 = _schedstat() if self.latency else {}
+        c0, w0 = time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
-        wall, runnable = time.perf_counter() - w0, runnable_seconds(q0, _schedstat())
+        wall = time.perf_counter() - w0
+        runnable = runnable_seconds(q0, _schedstat()) if self.latency else 0.0
         return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next, runnable)
 
 
@@ -306,12 +319,12 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     top = graph_edits.root_name(again)
     repeat = graph_edits.input_of(again, top)
     forever = graph_edits.set_count(again, repeat, -1)
-    with_op = _Driver(_built(forever, top, options), 1)
+    with_op = _Driver(_built(forever, top, options), 1, latency=False)
     nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
-    without = _Driver(_built(forever, repeat, options), max(1, round(ratio)))
+    without = _Driver(_built(forever, repeat, options), max(1, round(ratio)), latency=False)
     without.run(WARM_ELEMENTS)
     a_runs, b_runs = [], []
-    for r in range(MAX_ROUNDS):
+    for r in range(hint.max_rounds):
         pair = [(with_op, a_runs), (without, b_runs)]
         for driver, into in (pair if r % 2 == 0 else pair[::-1]):
             into.append(driver.run(nexts))
@@ -389,7 +402,7 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
     nexts = _grown(driver, 1)
     runs: list[_Run] = []
-    while len(runs) < MAX_ROUNDS and not _settled(runs):
+    while len(runs) < hint.max_rounds and not _settled(runs):
         runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n

@@ -36,14 +36,14 @@ class PlumbWidget(w.Tab):
     def __init__(self, pipeline: Any, *, seconds: float = 10.0, cores: int | None = None,
                  max_batches: int | None = None, memory_budget: float | None = None,
                  cell_source: str | None = None, namespace: MutableMapping[str, Any] | None = None,
-                 live: bool = True, verbose: bool = False):
+                 live: bool = True, verbose: bool = False, protocol: str = "quick"):
         self.live = LiveTraceWidget(pipeline, seconds=seconds, cores=cores, max_batches=max_batches,
                                     start=False, verbose=verbose)
         step_seconds = max(1.0, min(3.0, seconds / 3))
         self.stepping = SteppingWidget(pipeline, namespace=namespace, seconds=step_seconds, verbose=verbose)
         self.optimize = OptimizePanel(pipeline, cell_source=cell_source,
                                       seconds=max(2.0, min(5.0, seconds / 2)), cores=cores,
-                                      memory_budget=memory_budget, verbose=verbose)
+                                      memory_budget=memory_budget, verbose=verbose, protocol=protocol)
         self.offload = OffloadPanel(pipeline, cell_source=cell_source, seconds=max(0.5, min(1.5, seconds / 6)))
         self.display_handle: Any = None  # set by whoever displays it (the magic)
         super().__init__(children=[self.live, self.stepping, self.optimize, self.offload])

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from ..engine import optimize
+from ..engine.compare import PROTOCOLS
 from ..engine.optimization import Plan
 from ..engine.scheduler import SCHEDULER, Cancelled, State
 from ..export.source import CodegenError
@@ -24,10 +25,12 @@ class OptimizePanel(w.VBox):
     """Optimize and Cancel buttons with progress; the result; Export (code box, save to .py)."""
 
     def __init__(self, pipeline: Any, *, cell_source: str | None = None, seconds: float = 4.0,
-                 cores: int | None = None, memory_budget: float | None = None, verbose: bool = False):
+                 cores: int | None = None, memory_budget: float | None = None, verbose: bool = False,
+                 protocol: str = "quick"):
         self.pipeline, self.cell_source = pipeline, cell_source
         self.verbose = verbose
-        self.options = dict(seconds=seconds, cores=cores, memory_budget=memory_budget)
+        self.options = dict(seconds=seconds, cores=cores, memory_budget=memory_budget,
+                            protocol=PROTOCOLS[protocol])
         self.plan: Plan | None = None
         self.error: str | None = None
         self.on_finished: list[Callable[["OptimizePanel"], None]] = []
