@@ -18,7 +18,7 @@ import tensorflow as tf
 import plumbkit
 from plumbkit.bench.examples import planted_work
 
-from conftest import cpu_seconds_per_element
+from conftest import cpu_seconds_per_element, measured_against_the_clock
 
 BATCH = 16
 ROUNDS = 3
@@ -73,9 +73,7 @@ def _check(ratios, pair, named, tolerance: float) -> None:
     assert named.count("map(heavy)") > len(named) / 2, report
 
 
-@pytest.mark.xfail(reason="known, issue 11 open: calibrated alone, a map's CPU per element drifts 0.65-1.2x "
-                   "the reduce-driven truth between rounds on this shared 2-core machine (both include "
-                   "tf.data's thread-pool spinning, which depends on how the output is pulled)", strict=False)
+@measured_against_the_clock
 def test_default_options_rates_match_the_truth_and_the_bottleneck_is_named():
     _check(*_measure(), tolerance=0.20)
 
@@ -96,9 +94,7 @@ def neighbour():
         burner.wait()
 
 
-@pytest.mark.xfail(reason="known, issue 11 open: calibrated alone, a map's CPU per element drifts 0.65-1.2x "
-                   "the reduce-driven truth between rounds on this shared 2-core machine (both include "
-                   "tf.data's thread-pool spinning, which depends on how the output is pulled)", strict=False)
+@measured_against_the_clock
 def test_rates_hold_while_a_neighbour_burns_one_core(neighbour):
     _check(*_measure(), tolerance=0.30)
 

@@ -49,9 +49,7 @@ def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
     assert "plumbkit-plan" in plan._repr_html_() and "map(heavy)" in plan._repr_html_()
 
 
-@pytest.mark.xfail(reason="issue 12 open: the prediction was 30-50% low here (each map calibrated alone "
-                   "costs 1.3-1.6x its CPU inside the pipeline); since predictions use the CPU the process "
-                   "really spent it passed once: unmark it once it passes run after run", strict=False)
+@measured_against_the_clock
 def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measurement():
     plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
     # its CPU per minibatch is what the plan then used (process CPU: a busy neighbour stretches

@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.export.source import note_options
 from plumbkit.planning.decisions import decide, solve
 from plumbkit.planning.lp import GIL
 from plumbkit.tfdata.rebuild import apply_changes
@@ -136,3 +137,19 @@ def test_a_sleeping_generator_is_latency_bound_and_interleaving_copies_is_offere
     assert option.changes[0].what == "interleave_sources" and option.changes[0].where == "from_generator"
     assert option.gain > 2 and "order" in option.note, str(option)
     assert "order" in str(option) and "predicted" in str(option)
+    # the user turns it on: the exported cell says how, where the source is built, and runs as before
+    cell = ("import tensorflow as tf\n"
+            "def gen(n):\n"
+            "    yield from range(n)\n"
+            "ds = tf.data.Dataset.from_generator(gen, args=(3,), output_signature=tf.TensorSpec((), tf.int64))\n"
+            "ds = ds.repeat(2).batch(4)\n")
+    noted = note_options(cell, plan.options)
+    k = option.changes[0].value
+    above = noted.split("ds = tf.data.Dataset.from_generator")[0]
+    assert "# plumbkit option: read" in above and "changes the order of elements" in above, noted
+    assert f"#   ds = tf.data.Dataset.range({k}).interleave(" in above and "deterministic=False" in above, noted
+    ran, before = {}, {}
+    exec(noted, ran)
+    exec(cell, before)
+    assert [list(b) for b in ran["ds"].as_numpy_iterator()] == [list(b) for b in before["ds"].as_numpy_iterator()]
+    assert note_options(cell, []) == cell

@@ -16,6 +16,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from ..analysis.operational import in_pipeline_scale
 from ..engine import trace
 from ..engine.calibration import calibrated
 from ..tfdata import graph_edits
@@ -71,6 +72,7 @@ def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: 
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
     options = observable(ds).options()
     rows = []
+    scale = in_pipeline_scale(after.analysis)  # what the LP and the predictions use
     visits = {o.name: o.visit_ratio for o in before.ops}
     for old in before.ops:
         op = before.pipeline.operators.get(old.name)
@@ -85,12 +87,14 @@ def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: 
         log(f"[{name}] truth for {op.label} ({n} elements)")
         truth = prefix_truth(graph_def, op.name, op.inputs[0], options, elements=n,
                              inputs_per_element=per_input, rounds=rounds)
+        used = new.cpu_per_element * scale if new.cpu_per_element is not None else None
         rows.append({"operator": op.label, "truth": truth, "before": _per_element(old),
                      "after": new.cpu_per_element, "before_error": _error(_per_element(old), truth),
-                     "after_error": _error(new.cpu_per_element, truth)})
+                     "after_error": _error(new.cpu_per_element, truth),
+                     "used": used, "used_error": _error(used, truth)})
     return {"pipeline": name, "operators": len(before.pipeline), "calibrated": sum(
         1 for c in (after.calibration.costs.values() if after.calibration else ()) if c.cpu_per_element is not None),
-        "calibration_seconds": calibration_seconds, "rows": rows}
+        "calibration_seconds": calibration_seconds, "in_pipeline_scale": scale, "rows": rows}
 
 
 def _per_element(o) -> float | None:
@@ -109,8 +113,10 @@ def summary(results: list[dict]) -> dict:
     """Median rate error before and after, over every measured operator."""
     before = [r["before_error"] for res in results for r in res["rows"] if r["before_error"] is not None]
     after = [r["after_error"] for res in results for r in res["rows"] if r["after_error"] is not None]
+    used = [r["used_error"] for res in results for r in res["rows"] if r.get("used_error") is not None]
     return {"median_before": statistics.median(before) if before else math.nan,
             "median_after": statistics.median(after) if after else math.nan,
+            "median_used": statistics.median(used) if used else math.nan,
             "operators": len(after)}
 
 

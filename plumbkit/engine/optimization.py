@@ -131,9 +131,10 @@ class Plan:
         return f"{self.speedup.verdict}: your pipeline is returned unchanged"
 
     def rewrite_source(self, source: str) -> str:
-        """The user's cell ``source`` with this plan's changes written in (see plumbkit.export)."""
-        from ..export.source import rewrite_source
-        return rewrite_source(source, self.changes)
+        """The user's cell ``source`` with this plan's changes written in (see plumbkit.export),
+        and the options it offers but does not apply as comments saying how to turn them on."""
+        from ..export.source import note_options, rewrite_source
+        return note_options(rewrite_source(source, self.changes), self.options)
 
     def __str__(self) -> str:
         if self.partial:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..model.plan import Change
+from ..model.plan import Change, Option
 
 #: Operator kinds whose Dataset method has a different name in Python.
 _METHOD_OF_KIND = {"tfrecord": "TFRecordDataset", "text_line": "TextLineDataset",
@@ -363,3 +363,43 @@ def _parallelism_edit(site: _Site, value, alias: str, lines: list[str], starts: 
     if "," in between:  # a trailing comma: ``map(\n    f,\n)``
         return site.end - 1, site.end - 1, f"num_parallel_calls={text}, "
     return after, after, f", num_parallel_calls={text}"
+
+
+def note_options(source: str, options: Sequence[Option]) -> str:
+    """``source`` with each option the plan offers but does not apply written in as a
+    ``# plumbkit option:`` comment saying how to turn it on, above the statement that builds the
+    operator it concerns (at the top of the cell when that operator is built elsewhere).
+
+    Why a comment and not code: interleaving copies of a source changes the order of elements,
+    and each copy must read its own share of the data (a generator's shard argument, a file
+    list's slice) -- only the user can write that; plumbkit shows the shape and the gain.
+    """
+    if not options:
+        return source
+    masked, tree, alias, _ = parse_cell(source)
+    lines, starts = masked.splitlines(keepends=True), _offsets(masked)
+    edits: list[tuple[int, int, str]] = []
+    for option in options:
+        for change in option.changes:
+            if change.what != "interleave_sources":
+                continue
+            k = int(change.value)
+            text = [f"option, not applied: {option.title}, predicted {option.predicted_throughput:,.1f} "
+                    f"minibatches/s ({option.gain:.1f}x the plan's {option.baseline_throughput:,.1f}); it "
+                    f"changes the order of elements. To turn it on, build each copy from its own share of "
+                    f"the data and interleave them:",
+                    f"ds = {alias}.data.Dataset.range({k}).interleave(",
+                    f"    lambda shard: <{change.where}, reading shard `shard` of {k}>,",
+                    f"    cycle_length={k}, num_parallel_calls={k}, deterministic=False)"]
+            try:
+                site = find_site(tree, masked, change.where)
+                at, _, first = _comment_above(site, tree, _parents(tree), lines, starts, text[0])
+                indent = first[: len(first) - len(first.lstrip())]
+            except CodegenError:
+                at, indent = 0, ""
+            block = f"{indent}# plumbkit {text[0]}\n" + "".join(f"{indent}#   {t}\n" for t in text[1:])
+            edits.append((at, at, block))
+    out = masked
+    for start, end, text in sorted(edits, key=lambda e: e[0], reverse=True):
+        out = out[:start] + text + out[end:]
+    return restore_magics(source, masked, out)
