@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -384,7 +385,7 @@ def note_options(source: str, options: Sequence[Option]) -> str:
             if change.what != "interleave_sources":
                 continue
             k = int(change.value)
-            text = [f"option, not applied: {option.title}, predicted {option.predicted_throughput:,.1f} "
+            text = [f"option: {option.title} (not applied), predicted {option.predicted_throughput:,.1f} "
                     f"minibatches/s ({option.gain:.1f}x the plan's {option.baseline_throughput:,.1f}); it "
                     f"changes the order of elements. To turn it on, build each copy from its own share of "
                     f"the data and interleave them:",
@@ -397,7 +398,9 @@ def note_options(source: str, options: Sequence[Option]) -> str:
                 indent = first[: len(first) - len(first.lstrip())]
             except CodegenError:
                 at, indent = 0, ""
-            block = f"{indent}# plumbkit {text[0]}\n" + "".join(f"{indent}#   {t}\n" for t in text[1:])
+            said = textwrap.wrap(text[0], 88)
+            block = (f"{indent}# plumbkit {said[0]}\n" + "".join(f"{indent}#   {t}\n" for t in said[1:])
+                     + "".join(f"{indent}#     {t}\n" for t in text[1:]))
             edits.append((at, at, block))
     out = masked
     for start, end, text in sorted(edits, key=lambda e: e[0], reverse=True):

@@ -61,8 +61,6 @@ TARGET_WALL_SECONDS = 0.05
 #: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up: at
 #: least ROUNDS, more (up to MAX_ROUNDS) while their spread is above SETTLED_SPREAD.
 ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
-#: An operator under this share of the traced time is minor: ROUNDS runs, never more.
-MINOR_SHARE = 0.05
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
@@ -87,14 +85,6 @@ class Hint:
     input_rate: float | None = None  # elements per second its input produced in the pipeline
     input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
-    share: float | None = None  # its share of the pipeline's time in the trace (None: unknown)
-
-    @property
-    def max_rounds(self) -> int:
-        """Rounds this operator may get: a minor one (under MINOR_SHARE of the traced time) gets
-        ROUNDS, never more: its error moves no prediction, and on the eight-operator chain the
-        batch and the source spent a third of the calibration in extra rounds."""
-        return ROUNDS if self.share is not None and self.share < MINOR_SHARE else MAX_ROUNDS
 
 
 def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
@@ -324,7 +314,7 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     without = _Driver(_built(forever, repeat, options), max(1, round(ratio)), latency=False)
     without.run(WARM_ELEMENTS)
     a_runs, b_runs = [], []
-    for r in range(hint.max_rounds):
+    for r in range(MAX_ROUNDS):
         pair = [(with_op, a_runs), (without, b_runs)]
         for driver, into in (pair if r % 2 == 0 else pair[::-1]):
             into.append(driver.run(nexts))
@@ -402,7 +392,7 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
     nexts = _grown(driver, 1)
     runs: list[_Run] = []
-    while len(runs) < hint.max_rounds and not _settled(runs):
+    while len(runs) < MAX_ROUNDS and not _settled(runs):
         runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n
