@@ -394,8 +394,9 @@ def markdown(report: dict) -> str:
     if report.get("accuracy"):
         acc = accuracy_summary(report["accuracy"])
         lines += ["## CPU per operator: estimate vs truth", "",
-                  "Truth: the sub-pipeline ending at the operator minus the one ending at its input, "
-                  "process CPU, `reduce`-driven, long run minus short run. *Before*: the trace's wall "
+                  "Truth: the operator alone over a cached sample of its real inputs (a filter: the "
+                  "sub-pipeline ending at it minus the one ending at its input), process CPU, "
+                  "`reduce`-driven, a fresh iterator per run, long run minus short run. *Before*: the trace's wall "
                   "self time scaled to the process CPU (the first version); *after*: calibrated alone "
                   "(what the trace shows); *used*: after, scaled to the CPU the process really spent in "
                   "the pipeline (what the LP and the predictions use). Error of the per-core rate.", "",
