@@ -163,7 +163,10 @@ def test_quickstart_live_widget_in_chromium(lab, tmp_path):
         page.get_by_role("button", name="Bottleneck step").click()
         page.wait_for_selector(".plumbkit-step-chart polyline", state="visible", timeout=120_000)
         chosen = page.locator(".plumbkit-step-history").first.inner_text()
-        assert "bottleneck: 1: map(" in chosen, chosen
+        # a step was taken and named in the history; which operator is the model's call (tested
+        # on planted costs in test_optimize): here the decode map and batch(32), whose memory
+        # copies calibrate at 0.6-1.2 ms a minibatch, come close enough to swap between runs
+        assert re.search(r"bottleneck: 1: \w+\(", chosen), chosen
         page.screenshot(path=str(shots[1]))
     for shot in shots:
         assert shot.stat().st_size > 10_000
