@@ -64,7 +64,7 @@ QUICK = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=30.0)
 #: A first look: three rounds (the fewest that can show a change) of 0.1 s windows; a wide
 #: spread, which the comparison reports.
 BRIEF = Protocol(rounds=3, window=0.1, max_windows=2, fill_limit=5.0)
-#: The names ``%%plumb --protocol`` and ``plumbkit optimize --protocol`` take.
+#: The names ``%%plumb --protocol`` and ``plumbkit demo --protocol`` take.
 PROTOCOLS = {"brief": BRIEF, "quick": QUICK, "full": FULL}
 
 
