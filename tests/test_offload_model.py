@@ -197,3 +197,32 @@ def test_compression_only_where_the_network_binds():
     assert _compression(setting(bandwidth=5e7), c, 4, None) == "AUTO"  # 50 MB/s, 1 MB a minibatch
     assert _compression(setting(bandwidth=1e10), c, 1, None) is None  # a fast network does not bind
     assert _compression(setting(), c, 1, "AUTO") == "AUTO"  # asked for
+
+
+# -- the element exchange and what serving costs ------------------------------------------------
+
+def single_elements(**kw):
+    """A cut that sends 32 single elements per minibatch (costs measured on the two-stage bench
+    pipeline: moving a cached sample ran at 101.6 minibatches/s; served, it measured 70.6)."""
+    base = dict(node="m", label="map(lambda)", visit_ratio=32.0, remote_cpu=6.16 * MS, send_cpu=4.72 * MS,
+                receive_cpu=6.20 * MS, transfer_rate=101.6, client_cpu=3.27 * MS)
+    base.update(kw)
+    return cut(**base)
+
+
+def test_one_round_trip_per_worker_binds_single_element_cuts():
+    s = setting(consumer_cpu=0.06 * MS)
+    c = single_elements()
+    t = m.terms(s, c, 1)
+    # Fully overlapped, the worker's core (compute + send) would allow 92 /s and the client 105:
+    assert t["workers' CPU"] == pytest.approx(1 / (10.88 * MS)) and t["client CPU"] > 100
+    # ... but the round trips wait for the busy cores: 60-75 /s (measured 70.6).
+    point = m.predict(s, c, 1)
+    assert point.bound == "element exchange" and 60 < point.throughput < 75
+    # With nothing to compute on either side, the exchange runs at the measured transfer rate.
+    idle = m.exchange_rate(setting(consumer_cpu=0.0), single_elements(remote_cpu=0.0, client_cpu=0.0), 1)
+    assert idle == pytest.approx(101.6, rel=1e-6)
+    # A second worker adds a second round trip in flight, as far as the client's cores allow.
+    assert m.exchange_rate(s, c, 1) < m.exchange_rate(s, c, 2) < t["client CPU"]
+    roomy = setting(consumer_cpu=0.06 * MS, client_cores=4.0)
+    assert m.exchange_rate(roomy, c, 2) > 1.5 * m.exchange_rate(roomy, c, 1)

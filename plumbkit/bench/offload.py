@@ -122,9 +122,11 @@ def markdown(section: dict[str, Any] | None) -> list[str]:
     lines = ["## Offloading to tf.data service", "",
              f"Client (plumbkit's measuring process) on core(s) {section['client_cores']}; "
              + section["layout"].replace("\n", "; ") + ". Minibatches/s. *Predicted* comes from CPU per "
-             "minibatch measured on each part alone (for cores of their own); *measured* is the median of "
-             "interleaved runs (the chosen cut) or one run (the other cuts). Counts above the workers "
-             "running are predictions.", "",
+             "minibatch measured on each part alone (for cores of their own), the cost of moving a cached "
+             "sample of the cut's elements, and what serving the remote part costs the worker (served "
+             "alone, nothing above the cut); never from a run of the served pipeline itself. *Measured* "
+             "is the median of interleaved runs (the chosen cut) or one run (the other cuts). Counts "
+             "above the workers running are predictions.", "",
              "| pipeline | workers | cut after | predicted | measured | error | bound |",
              "|---|---|---|---|---|---|---|"]
     for row in section["rows"]:

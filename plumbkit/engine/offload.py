@@ -247,26 +247,28 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         upper = pull("upper", cut=op.name)
         progress(f"cut after {op.label}: moving its elements", step + 0.2 / len(candidates))
         moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
-        progress(f"cut after {op.label}: served by {n_now} worker(s)", step + 0.4 / len(candidates))
         mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
-        served_raw = loop("served", cut=op.name, cut_label=op.label, service={
-            "address": service.address, "sharding": mode, "compression": compression})
-        served_runs[op.name] = Run.of(n_now, served_raw, client_cores, worker_cores)
+        how = {"address": service.address, "sharding": mode, "compression": compression}
+        progress(f"cut after {op.label}: its remote part served by {n_now} worker(s)", step + 0.3 / len(candidates))
+        # (per element of the cut: this run yields the cut's elements, not minibatches)
+        serving = Run.of(n_now, loop("remote", cut=op.name, service=how), client_cores, worker_cores)
+        progress(f"cut after {op.label}: the pipeline served, to check the prediction", step + 0.45 / len(candidates))
+        served_runs[op.name] = Run.of(n_now, loop("served", cut=op.name, cut_label=op.label, service=how),
+                                      client_cores, worker_cores)
         receive = _least(moved, "cpu") * visit
         send = _per(moved, "worker_cpu") * visit if pids else receive  # other processes' CPU: 10 ms ticks
-        remote_cpu = _least(remote, "cpu") * visit
-        run = served_runs[op.name]
-        # What the workers spend serving beyond computing the remote part and sending its
-        # elements (the task runner and its threads; with DYNAMIC, fetching every split from
-        # the dispatcher): seen only in the served run, per minibatch, on workers of our own.
-        service_cpu = max(0.0, run.worker_cpu - remote_cpu - send) if pids else 0.0
+        remote_cpu = _per(remote, "cpu") * visit
         below = {o.name for o in [op] + pipe.descendants(op.name)}
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
-            bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu, send_cpu=send,
-            receive_cpu=receive, transfer_rate=_best_rate(moved) / max(visit, 1e-12),
-            client_cpu=_least(upper, "cpu"), service_cpu=service_cpu,
-            dispatcher_cpu=run.dispatcher_cpu,
+            bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu,
+            send_cpu=send, receive_cpu=receive, transfer_rate=_best_rate(moved) / max(visit, 1e-12),
+            client_cpu=_least(upper, "cpu"),
+            # What the workers spend serving the remote part beyond computing it and sending its
+            # elements (task runner, waiting requests, DYNAMIC's splits), in a run of its own:
+            # the served pipeline's runs are only what the prediction is checked against.
+            service_cpu=max(0.0, serving.worker_cpu * visit - remote_cpu - send) if pids else 0.0,
+            dispatcher_cpu=serving.dispatcher_cpu * visit,
             remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
             client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),
             send_measured=bool(pids), measured={n_now: served_runs[op.name].throughput}))

@@ -368,6 +368,10 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
         sample = cached_sample(sub_pipeline(graph_def, pipeline["cut"]), pipeline.get("sample", 16))
         return distributed(sample, service["address"], sharding="OFF", job_name=measuring_job_name(),
                            compression=service.get("compression"))
+    if what == "remote":  # the part up to the cut, served by the workers and drained: what serving it costs them
+        plan = served_plan(pipeline)
+        return distributed(sub_pipeline(graph_def, plan.cut), service["address"], sharding=plan.sharding,
+                           job_name=plan.job_name, compression=plan.compression)
     if what == "served":
         return offloaded(graph_def, spec, served_plan(pipeline), service["address"])
     raise ValueError(f"unknown pipeline kind {what!r}")
@@ -389,7 +393,8 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
     (``take(1).cache().repeat()``: the consumer's ceiling); ``sub`` (the part up to the cut,
     local); ``upper`` (the part above the cut, fed a cached sample of the cut's elements);
     ``moved`` (a cached sample of the cut's elements served by the workers: the cost of moving
-    them); ``served`` (the pipeline cut and served). ``{"kind": "share"}``: :func:`cpu_share`.
+    them); ``remote`` (the part up to the cut served by the workers, nothing above it: what
+    serving it costs them); ``served`` (the pipeline cut and served). ``{"kind": "share"}``: :func:`cpu_share`.
     """
     if request["kind"] == "share":
         counter.n += 1
