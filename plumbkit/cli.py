@@ -13,6 +13,7 @@ import importlib
 import sys
 
 from .host.quiet import quiet, tensorflow_imported_quietly
+from .model.protocol import PROTOCOL_HELP, PROTOCOLS
 from .render.progress import ProgressPrinter
 
 #: Exit status after Ctrl-C (128 + SIGINT), as shells expect.
@@ -57,7 +58,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
           "rewrite, then yours, the baselines and the plan measured alike) ...", flush=True)
     from dataclasses import replace
 
-    from .engine.compare import PROTOCOLS
     protocol = PROTOCOLS[args.protocol]
     progress = ProgressPrinter(sys.stdout)
     plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
@@ -147,9 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--per-file", type=int, default=128)
     demo.add_argument("--data", help="folder for the generated data (default: a temporary folder)")
     demo.add_argument("--memory-budget", type=float, default=None, help="bytes (default: half of free memory)")
-    demo.add_argument("--protocol", choices=("brief", "quick", "full"), default="quick",
-                      help="how the configurations are compared: brief (3 rounds of 0.1 s windows), "
-                           "quick (3 of 0.3 s, default), full (5 of 1 s, as the bench)")
+    demo.add_argument("--protocol", choices=tuple(PROTOCOLS), default="quick", help=PROTOCOL_HELP)
     demo.add_argument("--rounds", type=int, default=None,
                       help="interleaved rounds measuring each configuration (default: the protocol's)")
     demo.set_defaults(func=cmd_demo)

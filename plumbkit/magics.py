@@ -14,6 +14,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from .model.protocol import PROTOCOL_HELP, PROTOCOLS
+
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
@@ -121,9 +123,7 @@ class PlumbMagics(Magics):
               help="trace, then run the full optimization in this cell (progress; interrupt to cancel)")
     @argument("--step", action="store_true", help="trace, then take one bottleneck step in this cell")
     @argument("--export", action="store_true", help="with --optimize: propose the optimized cell below")
-    @argument("--protocol", choices=("brief", "quick", "full"), default="quick",
-              help="how the configurations are compared: brief (3 rounds of 0.1 s windows, a first look), "
-                   "quick (3 of 0.3 s, default), full (5 of 1 s, as the bench)")
+    @argument("--protocol", choices=tuple(PROTOCOLS), default="quick", help=PROTOCOL_HELP)
     @argument("--no-widget", action="store_true", help="plain text instead of the widget (as in a terminal)")
     @argument("--verbose", action="store_true",
               help="let TensorFlow, absl and the solver print their logs while plumbkit runs")
@@ -231,7 +231,6 @@ class PlumbMagics(Magics):
         import sys
 
         from .engine import optimize, step, trace as trace_pipeline
-        from .engine.compare import PROTOCOLS
         from .render.progress import ProgressPrinter
         trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
         self.last_trace = trace

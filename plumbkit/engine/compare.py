@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..host.machine import machine_busy_seconds
+from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
 
 if TYPE_CHECKING:
@@ -41,31 +42,6 @@ INTERVAL = 0.90
 #: Fewer paired rounds than this cannot show a change (two identical pipelines give two ratios
 #: above 1 one time in four).
 MIN_ROUNDS_FOR_CHANGE = 3
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """How each contender is measured. ``QUICK`` for notebooks and tests, ``FULL`` for the bench."""
-
-    rounds: int = 5
-    window: float = 1.0  # seconds per window
-    tolerance: float = 0.05  # two consecutive windows within this: steady state
-    max_windows: int = 8  # windows tried before measuring anyway (noted)
-    fill_limit: float = 60.0  # longest wait for a cache to fill (seconds; noted if hit)
-
-    def describe(self) -> str:
-        return (f"{self.rounds} interleaved rounds; each contender built fresh, caches filled, then "
-                f"run until two consecutive {self.window:g} s windows agree within "
-                f"{100 * self.tolerance:.0f}%, then one {self.window:g} s window measured")
-
-
-FULL = Protocol()
-QUICK = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=30.0)
-#: A first look: three rounds (the fewest that can show a change) of 0.1 s windows; a wide
-#: spread, which the comparison reports.
-BRIEF = Protocol(rounds=3, window=0.1, max_windows=2, fill_limit=5.0)
-#: The names ``%%plumb --protocol`` and ``plumbkit demo --protocol`` take.
-PROTOCOLS = {"brief": BRIEF, "quick": QUICK, "full": FULL}
 
 
 @dataclass(frozen=True)

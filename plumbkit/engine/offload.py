@@ -190,10 +190,10 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
                    "warmup": 0.5 * seconds, "repeat": True, "worker_pids": pids, "dispatcher_pids": dispatcher_pids}
         return client.call(request, watch)
 
-    def pull(what: str, **extra: Any) -> dict[str, float]:
+    def pull(what: str, length: float = 1.0, **extra: Any) -> dict[str, float]:
         # "upper" and "moved" read a cached sample: warm up past the elements that fill it.
         request = {"kind": "graph", "pipeline": {**base, "what": what, "sample": SAMPLE, **extra},
-                   "seconds": seconds, "warmup": 0.3 * seconds, "warmup_elements": 4 * SAMPLE,
+                   "seconds": length * seconds, "warmup": 0.3 * seconds, "warmup_elements": 4 * SAMPLE,
                    "worker_pids": pids, "dispatcher_pids": dispatcher_pids}
         # Progress comes a chunk at a time here: bound the whole request instead.
         return client.call(request, Watch(first_within=watch.first_within, stall_after=None,
@@ -246,7 +246,8 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         remote = pull("sub", cut=op.name)
         upper = pull("upper", cut=op.name)
         progress(f"cut after {op.label}: moving its elements", step + 0.2 / len(candidates))
-        moved = pull("moved", cut=op.name, service={"address": service.address, "compression": compression})
+        # Twice as long: moving big elements varied 15-20% between windows of one length.
+        moved = pull("moved", 2.0, cut=op.name, service={"address": service.address, "compression": compression})
         mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
         how = {"address": service.address, "sharding": mode, "compression": compression}
         progress(f"cut after {op.label}: its remote part served by {n_now} worker(s)", step + 0.3 / len(candidates))
@@ -262,7 +263,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         cuts.append(model.CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
             bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu,
-            send_cpu=send, receive_cpu=receive, transfer_rate=_best_rate(moved) / max(visit, 1e-12),
+            send_cpu=send, receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
             client_cpu=_least(upper, "cpu"),
             # What the workers spend serving the remote part beyond computing it and sending its
             # elements (task runner, waiting requests, DYNAMIC's splits), in a run of its own:

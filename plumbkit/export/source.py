@@ -233,14 +233,18 @@ def _merged_parallelism(values: list, call: ast.Call) -> int:
     return value
 
 
-def _comment_above(site: _Site, tree: ast.AST, parents: dict[int, ast.AST], lines: list[str],
-                   starts: list[int], text: str) -> tuple[int, int, str]:
-    """An edit inserting ``# text`` on its own line above the statement holding ``site``."""
+def _above(site: _Site, parents: dict[int, ast.AST], lines: list[str], starts: list[int]) -> tuple[int, str]:
+    """Where a line above the statement holding ``site`` goes, and that statement's indent."""
     stmt = _enclosing(site.call, parents, (ast.stmt,))
     lineno = stmt.lineno if stmt is not None else site.call.lineno
     line = lines[lineno - 1]
-    indent = line[: len(line) - len(line.lstrip())]
-    at = starts[lineno]
+    return starts[lineno], line[: len(line) - len(line.lstrip())]
+
+
+def _comment_above(site: _Site, parents: dict[int, ast.AST], lines: list[str], starts: list[int],
+                   text: str) -> tuple[int, int, str]:
+    """An edit inserting ``# text`` on its own line above the statement holding ``site``."""
+    at, indent = _above(site, parents, lines, starts)
     return at, at, f"{indent}# plumbkit: {text}\n"
 
 
@@ -300,7 +304,7 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
             if builds_several(site, tree, up):
                 what = "cache()" if change.what == "cache" else f"prefetch({_value_text(change.value, alias)})"
                 edits.append(_comment_above(
-                    site, tree, up, lines, starts,
+                    site, up, lines, starts,
                     f"the plan puts .{what} after {change.where}, but this .{call.func.attr}(...) "
                     f"builds several operators (a loop or a helper called more than once); add it "
                     f"after the last of them by hand"))
@@ -394,8 +398,7 @@ def note_options(source: str, options: Sequence[Option]) -> str:
                     f"    cycle_length={k}, num_parallel_calls={k}, deterministic=False)"]
             try:
                 site = find_site(tree, masked, change.where)
-                at, _, first = _comment_above(site, tree, _parents(tree), lines, starts, text[0])
-                indent = first[: len(first) - len(first.lstrip())]
+                at, indent = _above(site, _parents(tree), lines, starts)
             except CodegenError:
                 at, indent = 0, ""
             said = textwrap.wrap(text[0], 88)
