@@ -181,7 +181,8 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     reader = _reader_totals(pipeline, rmap, snaps)
     elements = _elements(pipeline, rmap, deltas, own)
     visits = _visit_ratios(pipeline, rmap, own, _pass_through(pipeline, rmap, elements), C0)
-    wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0)
+    under_caches = frozenset(d.name for op in pipeline if op.kind == "cache" for d in pipeline.descendants(op.name))
+    wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0, under_caches)
     wall_total = sum(wall.values()) + wall_unowned
     scale = min(1.0, cpu_total / wall_total) if wall_total > 0 else 1.0
 
@@ -361,7 +362,8 @@ _MIN_COVERAGE = 0.9
 
 
 def _unsampled_epochs_restored(wall: dict[str, float], elements: Mapping[str, float], visits: Mapping[str, float],
-                               C0: float) -> tuple[dict[str, float], dict[str, float]]:
+                               C0: float, below_cache: frozenset[str] = frozenset()
+                               ) -> tuple[dict[str, float], dict[str, float]]:
     """Self time of the epochs the sampler never saw.
 
     Below a repeat, every epoch gets fresh runtime nodes; an epoch shorter than the polling
@@ -369,12 +371,16 @@ def _unsampled_epochs_restored(wall: dict[str, float], elements: Mapping[str, fl
     observed epochs are a fair sample (R_i = C_i / U_i needs no correction), but the operator's
     share of the process CPU does: scale its time by the elements it must have produced,
     ``V_i C_0``, over those seen, ``C_i``. Returns (self time, elements), both restored.
+
+    Not ``below_cache``: an operator under a cache stops for good once the cache is filled, so
+    the elements it did not produce in the window were never produced (restoring them charged
+    a decode that ran for the last 0.2 s of a 2 s window as if it had run all along).
     """
     out, produced = dict(wall), dict(elements)
     for name, U in wall.items():
         C, V = elements.get(name), visits.get(name)
-        if not U or not C or not V or not C0:
-            continue
+        if not C or not V or not C0 or name in below_cache:
+            continue  # (no self time is still restored: a fused batch's count, charged its calibrated cost)
         coverage = C / (V * C0)
         if coverage < _MIN_COVERAGE:
             coverage = max(coverage, 0.005)
