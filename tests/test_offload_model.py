@@ -222,6 +222,11 @@ def test_one_round_trip_per_worker_binds_single_element_cuts():
     # With nothing to compute on either side, the exchange runs at the measured transfer rate.
     idle = m.exchange_rate(setting(consumer_cpu=0.0), single_elements(remote_cpu=0.0, client_cpu=0.0), 1)
     assert idle == pytest.approx(101.6, rel=1e-6)
+    # A worker core that computes nearly all the time: the round trips wait for it, and the
+    # bound says the core is the cause.
+    busy = m.predict(s, single_elements(visit_ratio=1.0, remote_cpu=8 * MS, send_cpu=0.1 * MS, receive_cpu=0.1 * MS,
+                                        transfer_rate=3000.0, client_cpu=0.0), 1)
+    assert busy.bound.startswith("workers' CPU") and busy.throughput == pytest.approx(1 / (8.1 * MS), rel=0.03)
     # A second worker adds a second round trip in flight, as far as the client's cores allow.
     assert m.exchange_rate(s, c, 1) < m.exchange_rate(s, c, 2) < t["client CPU"]
     roomy = setting(consumer_cpu=0.06 * MS, client_cores=4.0)

@@ -60,6 +60,8 @@ SPEEDUP_THRESHOLD = 1.1
 MEETS = 1.1
 #: Cuts whose remote part carries less than this share of the pipeline's CPU offload nothing.
 MIN_REMOTE_SHARE = 0.05
+#: An exchange bound within this factor of the workers' CPU bound is the workers' cores.
+SATURATED = 1.03
 #: Kinds that grow elements (network volume) or only buffer: cut below them, not at them.
 _BUFFER_KINDS = {"prefetch"}
 
@@ -184,7 +186,10 @@ def predict(s: Setting, cut: CutCosts, workers: int) -> Point:
         return predict_local(s)
     t = terms(s, cut, workers)
     bound = min(t, key=t.get)
-    return Point(workers, t[bound], bound)
+    if bound == "element exchange" and t["workers' CPU"] <= t[bound] * SATURATED:
+        # Near a saturated worker core the round trip waits for that core: the core is the cause.
+        bound = "workers' CPU (the element exchange waits for it)"
+    return Point(workers, t[bound] if bound in t else t["element exchange"], bound)
 
 
 def curve(s: Setting, cut: CutCosts, max_workers: int) -> list[Point]:
