@@ -380,7 +380,7 @@ def _unsampled_epochs_restored(wall: dict[str, float], elements: Mapping[str, fl
     for name, U in wall.items():
         C, V = elements.get(name), visits.get(name)
         if not C or not V or not C0 or name in below_cache:
-            continue  # (no self time is still restored: a fused batch's count, charged its calibrated cost)
+            continue  # (no self time of its own, e.g. a fused batch: its count is still restored)
         coverage = C / (V * C0)
         if coverage < _MIN_COVERAGE:
             coverage = max(coverage, 0.005)

@@ -247,7 +247,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         upper = pull("upper", cut=op.name)
         progress(f"cut after {op.label}: moving its elements", step + 0.2 / len(candidates))
         # Twice as long: moving big elements varied 15-20% between windows of one length.
-        moved = pull("moved", 2.0, cut=op.name, service={"address": service.address, "compression": compression})
+        moved = pull("moved", length=2.0, cut=op.name, service={"address": service.address, "compression": compression})
         mode = sharding or ("OFF" if _infinite_below(pipe, op.name, cardinalities) else "DYNAMIC")
         how = {"address": service.address, "sharding": mode, "compression": compression}
         progress(f"cut after {op.label}: its remote part served by {n_now} worker(s)", step + 0.3 / len(candidates))

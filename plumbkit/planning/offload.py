@@ -38,11 +38,10 @@ receive and send CPU per element; throughput solves ``X = n / (V * round trip(X)
 on a cut that sends single elements (32 per minibatch), where the fully-overlapped model
 over-predicted by 30-44%: the exchange model gave -3% and +5%.
 
-The
-decision follows Algorithm 1: no offload when the local pipeline is within 10% of the target;
-otherwise the cut that meets the target with the fewest workers (ties: the fewest bytes per
-minibatch crossing the network, i.e. cuts below size-increasing operators), and the smallest
-worker count that meets it.
+The decision follows Algorithm 1: no offload when the local pipeline is within 10% of the
+target; otherwise the cut that meets the target with the fewest workers (ties: the fewest bytes
+per minibatch crossing the network, i.e. cuts below size-increasing operators), and the
+smallest worker count that meets it.
 """
 
 from __future__ import annotations
@@ -186,10 +185,11 @@ def predict(s: Setting, cut: CutCosts, workers: int) -> Point:
         return predict_local(s)
     t = terms(s, cut, workers)
     bound = min(t, key=t.get)
-    if bound == "element exchange" and t["workers' CPU"] <= t[bound] * SATURATED:
+    throughput = t[bound]
+    if bound == "element exchange" and t["workers' CPU"] <= throughput * SATURATED:
         # Near a saturated worker core the round trip waits for that core: the core is the cause.
         bound = "workers' CPU (the element exchange waits for it)"
-    return Point(workers, t[bound] if bound in t else t["element exchange"], bound)
+    return Point(workers, throughput, bound)
 
 
 def curve(s: Setting, cut: CutCosts, max_workers: int) -> list[Point]:
@@ -276,12 +276,7 @@ def decide(s: Setting, cuts: Sequence[CutCosts], *, target: float | None = None,
 
 def chain(pipeline: Pipeline) -> list[Operator]:
     """The operators from the root down to the source along first inputs (root first)."""
-    return chain_below(pipeline, pipeline.root)
-
-
-def chain_below(pipeline: Pipeline, name: str) -> list[Operator]:
-    """``name`` and the operators below it along first inputs, down to the source."""
-    out = [pipeline[name]]
+    out = [pipeline[pipeline.root]]
     while out[-1].inputs:
         out.append(pipeline[out[-1].inputs[0]])
     return out
@@ -367,6 +362,6 @@ def sequential_caps(costs: Mapping[str, float], sequential: Iterable[str]) -> tu
     return tuple(1.0 / costs[n] for n in sequential if costs.get(n, 0.0) > 0)
 
 
-__all__ = ["CutCosts", "Decision", "MEETS", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts",
-           "chain", "chain_below", "curve", "decide", "exchange_rate", "invalid_cuts", "plateau", "predict", "predict_local", "remote_share", "sequential_caps",
-           "terms", "unhelpful_cuts", "workers_needed"]
+__all__ = ["CutCosts", "Decision", "MEETS", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts", "chain",
+           "curve", "decide", "exchange_rate", "invalid_cuts", "plateau", "predict", "predict_local", "remote_share",
+           "sequential_caps", "terms", "unhelpful_cuts", "workers_needed"]
