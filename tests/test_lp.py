@@ -100,3 +100,18 @@ def test_capacity_counts_cores_the_thread_pool_and_the_gil():
     assert raised == pytest.approx(16 / (8 * 8e-3))
     python = capacity(cpu=1e-3, latency=1e-3, bound="cpu", holds_gil=True, parallelism=4, **common)
     assert python == pytest.approx(1 / (8 * 1e-3))
+
+
+def test_only_the_time_a_python_operator_holds_the_gil_counts_against_its_one_core():
+    # A waiting py_function: 0.4 ms of CPU per element, of which its Python calls hold the GIL 0.1
+    # ms (TensorFlow's side of the call does not hold it). 64 calls in flight: 1000 batches/s.
+    fetch = Demand("fetch", cpu=8 * 0.4e-3, latency=8 * 8e-3, gil=True, max_threads=64, python=8 * 0.1e-3)
+    sol = solve_resource_lp([fetch], cores=4)
+    assert sol.binding == "fetch" and sol.throughput == pytest.approx(1000, rel=1e-4)
+    all_of_it = solve_resource_lp([Demand("fetch", cpu=8 * 0.4e-3, latency=8 * 8e-3, gil=True, max_threads=64)],
+                                  cores=4)
+    assert all_of_it.binding == GIL and all_of_it.throughput == pytest.approx(1 / (8 * 0.4e-3), rel=1e-4)
+    common = dict(visit_ratio=8, sequential=False, cores=4, threadpool=66, bound="latency", holds_gil=True,
+                  parallelism=64, cpu=0.4e-3, latency=8e-3)
+    assert capacity(python=0.1e-3, **common) == pytest.approx(1000)
+    assert capacity(**common) == pytest.approx(1 / (8 * 0.4e-3))

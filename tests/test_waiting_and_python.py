@@ -19,6 +19,7 @@ import plumbkit
 from plumbkit.export.source import note_options
 from plumbkit.planning.decisions import decide, solve
 from plumbkit.planning.lp import GIL
+from plumbkit.tfdata.python_ops import python_call_cpu
 from plumbkit.tfdata.rebuild import apply_changes
 from plumbkit.tfdata.run import untraced_throughput
 
@@ -68,6 +69,35 @@ def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond
     report = f"{measured}, predicted {plan.predicted_throughput:.1f}; {plan.changes}"
     assert measured["plan"] >= 10 * measured["sequential"], report
     assert plan.predicted_throughput == pytest.approx(measured["plan"], rel=0.25), report
+
+
+def busy_then_wait(x):
+    """1 ms of Python arithmetic (holding the GIL), then 4 ms asleep (not holding it)."""
+    def work(v):
+        end = time.thread_time() + 1e-3
+        while time.thread_time() < end:
+            pass
+        time.sleep(0.004)
+        return v
+    out = tf.py_function(work, [x], tf.int64)
+    out.set_shape([])
+    return out
+
+
+def test_the_time_a_python_function_holds_the_gil_is_timed_in_its_calls_and_the_registry_is_restored():
+    from tensorflow.python.ops import script_ops
+    registry = type(script_ops._py_funcs)
+    original = registry.__call__
+    ds = tf.data.Dataset.range(40).map(busy_then_wait, num_parallel_calls=4)
+    with python_call_cpu() as spent:
+        n = sum(1 for _ in ds)
+    per_element = spent[0] / n
+    assert 0.8e-3 <= per_element <= 1.6e-3, per_element  # the Python, not the sleep (5 ms a call)
+    assert registry.__call__ is original
+    with pytest.raises(tf.errors.UnknownError, match="ZeroDivisionError"), python_call_cpu():
+        list(tf.data.Dataset.range(2).map(lambda x: tf.py_function(lambda v: 1 / 0, [x], tf.float32)))
+    assert registry.__call__ is original
+    assert list(tf.data.Dataset.range(3).map(busy_then_wait).as_numpy_iterator()) == [0, 1, 2]
 
 
 WORDS = "the quick brown fox jumps over the lazy dog data pipeline input batch tensor".split()

@@ -45,6 +45,8 @@ class Cost:
     latency_from: str  # PROBED or TRACED ("" when unknown)
     bound: str | None  # "cpu" or "latency" (None: costs nothing measurable)
     holds_gil: bool
+    python: float | None = None  # seconds per element holding the GIL (a Python operator)
+    python_from: str = ""  # PROBED (its Python calls, timed) or CALIBRATED / FROM_TRACE (all its CPU)
 
 
 def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
@@ -59,14 +61,29 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
         cpu, cpu_from = traced_cpu, FROM_TRACE
     else:
         cpu, cpu_from = cost.cpu_per_element, CALIBRATED
+        if cost.in_flight_calls:
+            cpu_from = f"{CALIBRATED}, {cost.in_flight_calls} calls in flight"
     latency, latency_from = (traced_wall, TRACED) if traced_wall is not None else (None, "")
     probe_cpu = None
     if cost is not None and cost.latency_per_element is not None:
         latency, latency_from = cost.latency_per_element, PROBED
         probe_cpu = cost.probe_cpu_per_element
+    python, python_from = gil_time(holds_gil, cpu, cpu_from, cost)
     return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from,
                 bound=classify(cpu, latency if latency_from == PROBED else None, probe_cpu),
-                holds_gil=holds_gil)
+                holds_gil=holds_gil, python=python, python_from=python_from)
+
+
+def gil_time(holds_gil: bool, cpu: float | None, cpu_from: str, cost) -> tuple[float | None, str]:
+    """Seconds per element a Python operator holds the GIL: its Python calls' own CPU where the
+    probe timed them (a ``py_function`` that waits spends most of its CPU in TensorFlow's side
+    of the call, which does not hold it), else all its CPU (the safe side)."""
+    if not holds_gil:
+        return None, ""
+    timed = cost.python_per_element if cost is not None else None
+    if timed is not None and cpu is not None:
+        return min(timed, cpu), PROBED
+    return cpu, cpu_from
 
 
 def classify(cpu: float | None, probed_latency: float | None, probe_cpu: float | None) -> str | None:
@@ -86,26 +103,25 @@ def classify(cpu: float | None, probed_latency: float | None, probe_cpu: float |
 
 def capacity(*, visit_ratio: float | None, cpu: float | None, latency: float | None, bound: str | None,
              holds_gil: bool, parallelism: int | None, sequential: bool, cores: int,
-             threadpool: int) -> float:
+             threadpool: int, python: float | None = None) -> float:
     """Minibatches/s this operator sustains in its current configuration (inf: unlimited).
 
     CPU-bound: ``min(threads, cores) / (V c)``; latency-bound: ``concurrency / (V l)``, where
     the concurrency of a parallel operator is capped by tf.data's thread pool; a GIL holder
-    never gets more than one core.
+    never holds the GIL more than one core's worth: ``1 / (V p)``, ``p`` its Python seconds
+    per element (all its CPU when not timed apart).
     """
     if not visit_ratio or not cpu and not latency:
         return math.inf
     threads = 1 if sequential else max(1, parallelism or 1)
+    gil = python if python is not None else cpu
+    gil_limit = 1.0 / (visit_ratio * gil) if holds_gil and gil else math.inf
     if bound == "latency" and latency:
         concurrency = threads if sequential else min(threads, max(1, threadpool))
-        limit = concurrency / (visit_ratio * latency)
-        if holds_gil and cpu:
-            limit = min(limit, 1.0 / (visit_ratio * cpu))
-        return limit
+        return min(concurrency / (visit_ratio * latency), gil_limit)
     if not cpu:
         return math.inf
-    usable = 1 if holds_gil else min(threads, cores)
-    return usable / (visit_ratio * cpu)
+    return min(min(threads, cores) / (visit_ratio * cpu), gil_limit)
 
 
 __all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "LATENCY_RATIO", "MAX_CONCURRENCY", "PROBED", "TRACED",

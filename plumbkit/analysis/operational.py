@@ -64,6 +64,8 @@ class OpStats:
     wall_per_element: float | None = None  # traced self time per element, in the pipeline
     bound: str | None = None  # "cpu" or "latency"
     holds_gil: bool = False  # runs Python: shares one core with every other GIL holder
+    python_per_element: float | None = None  # seconds per element holding the GIL (GIL holders)
+    python_from: str = ""
 
     @property
     def capacity(self) -> float:
@@ -75,7 +77,8 @@ class OpStats:
             return self.rate_per_core * (self.parallelism or 1)
         unlimited = 1 << 30
         return capacity(visit_ratio=self.visit_ratio, cpu=self.cpu_per_element, latency=self.latency_per_element,
-                        bound=self.bound, holds_gil=self.holds_gil, parallelism=self.parallelism,
+                        bound=self.bound, holds_gil=self.holds_gil, python=self.python_per_element,
+                        parallelism=self.parallelism,
                         sequential=self.sequential, cores=unlimited, threadpool=unlimited)
 
 
@@ -203,7 +206,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
         sample = own.get(op.name)
         parallelism = _parallelism(op, sample)
-        if cost.cpu_from == CALIBRATED and C:
+        if cost.cpu_from.startswith(CALIBRATED) and C:
             U = cost.cpu * C  # CPU measured alone, times the elements it produced here
         elif fused_into and op.kind != "map" and sample is None:
             U = 0.0  # the fused node's work is the map's
@@ -246,6 +249,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
             latency_per_element=cost.latency, latency_from=cost.latency_from,
             wall_per_element=wall.get(op.name, 0.0) / C if C else None,
             bound=cost.bound if C else None, holds_gil=op.holds_gil,
+            python_per_element=cost.python, python_from=cost.python_from,
         ))
     for rid, above in rmap.injected.items():
         pair = deltas.get(rid)
@@ -272,7 +276,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         source_bytes=source_bytes, source_files=len(files), source_exact=source_exact,
         files_opened=_files_opened(pipeline, rmap, snaps), bytes_read=reader["bytes"] + reader["framing"],
         records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
-        calibrated=calibration is not None and any(o.cpu_from == CALIBRATED for o in ops),
+        calibrated=calibration is not None and any(o.cpu_from.startswith(CALIBRATED) for o in ops),
         consumer_cpu_per_batch=calibration.consumer_cpu_per_batch if calibration is not None else None,
         threadpool=threadpool, over_attributed_share=over,
     )
@@ -569,7 +573,8 @@ def current_capacity(o: OpStats, analysis: Analysis) -> float:
     if o.cpu_per_element is None or not o.visit_ratio:
         return o.rate_per_core * min(o.parallelism or 1, analysis.cores)
     return capacity(visit_ratio=o.visit_ratio, cpu=o.cpu_per_element, latency=o.latency_per_element,
-                    bound=o.bound, holds_gil=o.holds_gil, parallelism=o.parallelism, sequential=o.sequential,
+                    bound=o.bound, holds_gil=o.holds_gil, python=o.python_per_element,
+                    parallelism=o.parallelism, sequential=o.sequential,
                     cores=analysis.cores, threadpool=analysis.threadpool or analysis.cores)
 
 

@@ -26,7 +26,9 @@ class OperatorCost:
     (same options, same parallelism), minus the same sub-pipeline without it.
     ``latency_per_element`` is wall seconds per element with one call at a time (a separate,
     sequential probe), with ``probe_cpu_per_element`` the CPU of that same probe: an operator
-    whose latency is several times its CPU spends its time waiting (sleep, I/O, a service).
+    whose latency is several times its CPU spends its time waiting (sleep, I/O, a service); for
+    such an operator ``cpu_per_element`` is then measured again with ``in_flight_calls`` calls in
+    flight, as a plan runs it (its CPU per element falls with concurrency).
     """
 
     name: str  # graph node name at calibration time
@@ -35,6 +37,12 @@ class OperatorCost:
     wall_per_element: float | None = None  # own mode, with its concurrency
     latency_per_element: float | None = None  # one call at a time (None: not probed)
     probe_cpu_per_element: float | None = None
+    #: CPU seconds per element inside its Python calls (a Python operator, in the probe): the
+    #: time it holds the GIL, less than its CPU when TensorFlow's side of the call is heavy
+    python_per_element: float | None = None
+    #: >0: a waiting operator's CPU and Python per element were measured with this many calls in
+    #: flight (its CPU per element falls with concurrency), not one at a time
+    in_flight_calls: int = 0
     elements: int = 0  # elements produced per timed run
     runs: int = 0
     spread: float = 0.0  # (max - min) / median of the timed runs' CPU

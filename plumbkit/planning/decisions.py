@@ -50,6 +50,11 @@ HEDGE_PARALLELISM = 2
 #: than theta cores (measured, speech mask at theta 1.98: 2 threads 1871, 3 threads 2112,
 #: 4 threads 2264 minibatches/s against an LP bound of 2160).
 SPARE_THREADS = 1
+#: Calls in flight for a waiting operator, over what Little's law gives at the bound: in flight,
+#: a call also waits for the GIL and for a core, so it lasts longer than one call alone (the
+#: probe), and a call costs a thread, not a core (measured, 8 ms sleeping py_function: the
+#: exact count, 9 calls, gave 126 minibatches/s against a bound of 142).
+SPARE_CALLS = 1.25
 #: Share of the LP's cores every costly operator keeps, so a cheap one is never starved.
 HEDGE_THETA = 0.05
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
@@ -115,7 +120,10 @@ def demand(analysis: Analysis, o: OpStats, *, max_threads: float | None = None) 
     if cpu <= 0 and latency <= 0:
         return None
     cap = max_threads if max_threads is not None else (1.0 if o.sequential else float(MAX_CONCURRENCY))
-    return Demand(o.name, cpu=cpu, latency=latency, gil=o.holds_gil, max_threads=cap)
+    python = None
+    if o.holds_gil and o.python_per_element is not None and o.cpu_per_element:
+        python = cpu * min(1.0, o.python_per_element / o.cpu_per_element)  # scaled as its CPU is
+    return Demand(o.name, cpu=cpu, latency=latency, gil=o.holds_gil, max_threads=cap, python=python)
 
 
 def demands(analysis: Analysis, *, skip: set[str] = frozenset(),
@@ -291,9 +299,10 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta = lp.theta.get(stats.name, 0.0)
         if stats.bound == "latency":
             calls = resource_lp.threads.get(stats.name, 0.0)
-            target = max(HEDGE_PARALLELISM, min(MAX_CONCURRENCY, math.ceil(calls - 1e-6)))
+            target = max(HEDGE_PARALLELISM, min(MAX_CONCURRENCY, math.ceil(calls * SPARE_CALLS - 1e-6)))
             why = (f"waits {_ms(stats.latency_per_element)} per element for {_ms(stats.cpu_per_element)} of CPU: "
-                   f"{calls:.1f} calls in flight keep up with the bound (order kept)")
+                   f"{calls:.1f} calls in flight keep up with the bound, {target} with room for the "
+                   f"GIL and the cores (order kept)")
         else:
             target = _threads_for(theta, cores)
             why = f"LP gives it {theta:.2f} of {cores:g} cores"

@@ -17,7 +17,9 @@ cores each operator should get.
     theta_i <= k_i             (one thread runs on one core at a time)
     lat_i X <= k_i <= kmax_i   (k_i calls in flight, each lat_i long: Little's law)
     sum theta_i <= cores
-    sum_{GIL holders} cpu_i X + consumer X <= 1   (Python runs on one core at a time)
+    sum_{GIL holders} py_i X + consumer X <= 1   (Python runs on one core at a time)
+
+where ``py_i`` is the part of ``cpu_i`` spent holding the GIL (its Python calls' own CPU).
 
 A CPU-bound operator has ``lat_i = cpu_i``; a latency-bound one waits, so ``lat_i >> cpu_i``
 and its ``k_i`` may go far above the cores while charging them only its CPU.
@@ -57,10 +59,18 @@ class Demand:
     latency: float = 0.0  # seconds per minibatch of one call at a time, V_i l_i (<= cpu: CPU-bound)
     gil: bool = False  # holds the GIL while it computes
     max_threads: float = math.inf  # concurrency it may have: 1 for sequential operators
+    python: float | None = None  # seconds per minibatch holding the GIL (None: all its CPU)
 
     @property
     def wait(self) -> float:
         return max(self.latency, self.cpu)
+
+    @property
+    def gil_seconds(self) -> float:
+        """Seconds per minibatch it holds the GIL (0 for an operator running no Python)."""
+        if not self.gil:
+            return 0.0
+        return self.cpu if self.python is None else min(self.python, self.cpu)
 
 
 #: Name of the GIL constraint when it binds.
@@ -95,9 +105,9 @@ def solve_resource_lp(demands: Sequence[Demand], *, cores: float, consumer_gil: 
     capped = [i for i, d in enumerate(costly) if math.isfinite(d.max_threads)]
     if capped:
         constraints.append(threads[capped] <= np.array([costly[i].max_threads for i in capped]))
-    gil = [i for i, d in enumerate(costly) if d.gil]
-    if gil or consumer_gil > 0:
-        constraints.append((float(cpu[gil].sum()) if gil else 0.0) * x + consumer_gil * x <= 1)
+    gil = sum(d.gil_seconds for d in costly)
+    if gil > 0 or consumer_gil > 0:
+        constraints.append(gil * x + consumer_gil * x <= 1)
     floors = min_theta or {}
     for i, d in enumerate(costly):
         if d.name in floors:
@@ -127,7 +137,7 @@ def _binding(costly: Sequence[Demand], x: float, *, cores: float, consumer_gil: 
         name, value = min(bounds.items(), key=lambda kv: kv[1])
         if value <= x * tight:
             return name
-    gil = sum(d.cpu for d in costly if d.gil) + consumer_gil
+    gil = sum(d.gil_seconds for d in costly) + consumer_gil
     if gil > 0 and gil * x >= 1 / tight:
         return GIL
     for d in costly:

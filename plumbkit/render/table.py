@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ..analysis.costs import PROBED
 from ..model.units import human_bytes
 
 if TYPE_CHECKING:
@@ -18,10 +19,12 @@ COLUMN_NOTES = {
     "V": "measured in the pipeline", "elem/s": "measured in the pipeline", "B/elem": "measured in the pipeline",
     "util": "derived", "R/core": "derived from CPU/elem and V", "materialized": "derived",
     "CPU": "share of the process CPU: calibrated CPU/elem × elements, or (uncalibrated) traced wall time, scaled",
-    "CPU/elem": "calibrated alone (c) or traced wall time, scaled (w)",
+    "CPU/elem": ("calibrated alone (c); a waiting operator, alone with calls in flight (f); or "
+                 "traced wall time, scaled (w)"),
     "wait/elem": "wall time per element, one call at a time (probed alone; else traced, per call)",
     "bound": "cpu: needs cores; latency: waits, needs calls in flight",
-    "GIL": "runs Python: all such operators share one core",
+    "GIL": ("runs Python: all such operators share one core; in brackets, its time per element "
+            "holding it (its Python calls timed alone)"),
 }
 
 
@@ -55,11 +58,16 @@ def row_cells(o: "OpStats") -> list[str]:
     par = "—" if o.parallelism is None else ("AUTO" if o.parallelism < 0 else str(o.parallelism))
     cache = "yes" if o.cacheable else "no"
     source = {"calibrated alone": " (c)", "trace wall time, scaled": " (w)"}.get(o.cpu_from, "")
+    if o.cpu_from.endswith("calls in flight"):
+        source = " (f)"
     cpu = seconds(o.cpu_per_element) + source if o.cpu_per_element is not None else "—"
+    gil = ""
+    if o.holds_gil:
+        gil = f"yes ({seconds(o.python_per_element)})" if o.python_from == PROBED else "yes"
     return [o.label, o.kind, par, num(o.visit_ratio), num(o.rate_per_core), pct(o.cpu_share),
             pct(o.utilization), num(o.elements_per_second), human_bytes(o.bytes_per_element),
             human_bytes(o.materialized_bytes), cache, cpu, seconds(o.latency_per_element),
-            o.bound or "—", "yes" if o.holds_gil else ""]
+            o.bound or "—", gil]
 
 
 def throughput_series(trace: "Trace") -> list[float]:

@@ -41,6 +41,7 @@ from ..model.costs import ALONE, SOURCE, Calibration, OperatorCost
 from ..model.pipeline import Operator, Pipeline
 from . import graph_edits
 from .graph import dataset_at
+from .python_ops import python_call_cpu
 
 #: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
 #: most; fewer (not under MIN_SAMPLE) when computing them would take over SAMPLE_SECONDS.
@@ -63,6 +64,14 @@ TARGET_WALL_SECONDS = 0.05
 ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
+#: Probed one call at a time, an operator whose wall time per element is this many times its
+#: CPU waits (the planner's threshold, plumbkit.analysis.costs.LATENCY_RATIO, is the same).
+WAITS_RATIO = 3.0
+#: Calls in flight for the second probe of a waiting operator: its CPU per element falls with
+#: concurrency (measured, 8 ms sleeping py_function: 0.70 ms of CPU per element one call at a
+#: time, 0.34 ms with 8 calls in flight, 0.24 ms with 24: each call's hand-offs, the consumer's
+#: wake-ups, are shared), and a plan runs it with many.
+IN_FLIGHT_CALLS = 16
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
 #: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
 PROBE_CANDIDATE_RATIO = 1.5
@@ -326,7 +335,7 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
                         wall_per_element=max(0.0, a_wall - ratio * b_wall), elements=n,
                         runs=len(a_runs), spread=_spread([r.cpu for r in a_runs]), how=ALONE)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
-        cost = _probe(forever, top, options, cost, hint, ratio * b_wall)
+        cost = _probe(forever, top, options, cost, ratio * b_wall, holds_gil=op.holds_gil)
     return cost
 
 
@@ -362,24 +371,55 @@ def _grown(driver: "_Driver", start: int = WARM_ELEMENTS) -> int:
     return steps
 
 
-def _probe(graph_def, top: str, options, cost: OperatorCost, hint: Hint, read_wall: float) -> OperatorCost:
-    """One call at a time: wall seconds per element is the operator's latency."""
-    node = graph_edits._node(graph_def, top)  # noqa: SLF001 - same room
-    if graph_edits._has_arg(node.op, "num_parallel_calls"):  # noqa: SLF001
-        graph_def = graph_edits.set_parallelism(graph_def, top, 1)
+def _probe(graph_def, top: str, options, cost: OperatorCost, read_wall: float, *,
+           holds_gil: bool) -> OperatorCost:
+    """One call at a time: wall seconds per element is the operator's latency; a Python
+    operator's calls are timed apart (the CPU it spends holding the GIL)."""
+    sequential_graph = graph_edits.set_sequential(graph_def, top)
     sequential = tf.data.Options()
     sequential.experimental_optimization.map_parallelization = False
+    # no prefetch injected above it: a buffer filled before a short timed run hides one call's
+    # wait (measured: a 8 ms sleep read as 7.8 ms where one call at a time took 8.8 ms)
+    sequential.experimental_optimization.inject_prefetch = False
     probe_options = options.merge(sequential) if options is not None else sequential
-    driver = _Driver(_built(graph_def, top, probe_options), 1)
+    driver = _Driver(_built(sequential_graph, top, probe_options), 1)
     driver.run(2)  # warm: the iterator, the first Python call
     steps = 2
-    while True:
+    with python_call_cpu() as python:
+        while True:
+            before = python[0]
+            run = driver.run(steps)
+            if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
+                break
+            steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
+    in_python = (python[0] - before) / run.elements if holds_gil else None
+    latency = max(0.0, run.waiting / run.elements - read_wall)
+    cost = _replace(cost, latency_per_element=latency, probe_cpu_per_element=run.cpu / run.elements,
+                    python_per_element=in_python)
+    if latency >= WAITS_RATIO * max(run.cpu / run.elements, 1e-9):
+        cost = _in_flight(graph_def, top, options, cost, holds_gil=holds_gil)
+    return cost
+
+
+def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: bool) -> OperatorCost:
+    """A waiting operator with IN_FLIGHT_CALLS calls in flight (tf.data's pool raised to match):
+    its CPU (and Python) per element as a plan that raises its concurrency will run it."""
+    try:
+        wide_graph = graph_edits.set_parallelism(graph_def, top, IN_FLIGHT_CALLS)
+    except graph_edits.RewriteError:
+        return cost  # no parallel form: it runs one call at a time, as probed
+    wide = tf.data.Options()
+    wide.threading.private_threadpool_size = IN_FLIGHT_CALLS + 2
+    wide.experimental_optimization.inject_prefetch = False
+    driver = _Driver(_built(wide_graph, top, options.merge(wide) if options is not None else wide), 1)
+    latency = cost.latency_per_element or 1e-3
+    driver.run(2 * IN_FLIGHT_CALLS)  # warm: every call slot started
+    steps = _clamp(IN_FLIGHT_CALLS * PROBE_WALL_SECONDS / latency, 2 * IN_FLIGHT_CALLS, MAX_STEPS)
+    with python_call_cpu() as python:
         run = driver.run(steps)
-        if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
-            break
-        steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
-    return _replace(cost, latency_per_element=max(0.0, run.waiting / run.elements - read_wall),
-                    probe_cpu_per_element=run.cpu / run.elements)
+    return _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
+                    python_per_element=python[0] / run.elements if holds_gil else None,
+                    in_flight_calls=IN_FLIGHT_CALLS)
 
 
 # -- sources: their own first elements -------------------------------------------------------------
@@ -392,12 +432,14 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     driver = _Driver(base, _chunk(guess, NEXT_SECONDS))
     nexts = _grown(driver, 1)
     runs: list[_Run] = []
-    while len(runs) < MAX_ROUNDS and not _settled(runs):
-        runs.append(driver.run(nexts))
+    with python_call_cpu() as python:
+        while len(runs) < MAX_ROUNDS and not _settled(runs):
+            runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n
+    in_python = python[0] / (n * len(runs)) if op.holds_gil else None
     return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
-                        probe_cpu_per_element=cpu, elements=n, runs=len(runs),
+                        probe_cpu_per_element=cpu, python_per_element=in_python, elements=n, runs=len(runs),
                         spread=_spread([r.cpu for r in runs]), how=SOURCE)
 
 

@@ -9,10 +9,13 @@ deterministic, and the trace says so.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
+import time
 import types
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 #: Graph ops that call back into Python by token.
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
@@ -32,6 +35,37 @@ def callable_of(token: str) -> Callable[..., Any] | None:
     from tensorflow.python.ops import script_ops
     fn = script_ops._py_funcs.get(token)  # noqa: SLF001
     return getattr(fn, "_func", fn)  # tf.py_function registers an EagerFunc wrapping it
+
+
+@contextlib.contextmanager
+def python_call_cpu() -> Iterator[list[float]]:
+    """Thread CPU seconds spent inside Python ops' calls while the block runs (``spent[0]``).
+
+    Every ``py_function`` / ``numpy_function`` / ``from_generator`` call enters Python through
+    TensorFlow's one registry of Python functions; timed there, with the calling thread's CPU
+    clock, it is the time the call holds the GIL (the conversions and the user's code; a sleep
+    is not CPU). The registry's class is patched for the block only, and always restored.
+    """
+    from tensorflow.python.ops import script_ops
+    registry = type(script_ops._py_funcs)  # noqa: SLF001
+    original = registry.__call__
+    spent = [0.0]
+    lock = threading.Lock()
+
+    def timed(self, token, device, args):
+        start = time.thread_time()
+        try:
+            return original(self, token, device, args)
+        finally:
+            used = time.thread_time() - start
+            with lock:
+                spent[0] += used
+
+    registry.__call__ = timed
+    try:
+        yield spent
+    finally:
+        registry.__call__ = original
 
 
 def user_callables(fn: Any) -> list[Callable[..., Any]]:
