@@ -33,6 +33,7 @@ CALIBRATED = "calibrated alone"
 FROM_TRACE = "trace wall time, scaled"
 PROBED = "probe alone, one call at a time"
 TRACED = "trace self time per element"
+PYTHON_TIMED = "its Python calls timed, alone with calls in flight"
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Cost:
     bound: str | None  # "cpu" or "latency" (None: costs nothing measurable)
     holds_gil: bool
     python: float | None = None  # seconds per element holding the GIL (a Python operator)
-    python_from: str = ""  # PROBED (its Python calls, timed) or CALIBRATED / FROM_TRACE (all its CPU)
+    python_from: str = ""  # PYTHON_TIMED (its Python calls) or as ``cpu_from`` (all its CPU)
 
 
 def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
@@ -68,21 +69,27 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
     if cost is not None and cost.latency_per_element is not None:
         latency, latency_from = cost.latency_per_element, PROBED
         probe_cpu = cost.probe_cpu_per_element
-    python, python_from = gil_time(holds_gil, cpu, cpu_from, cost)
-    return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from,
-                bound=classify(cpu, latency if latency_from == PROBED else None, probe_cpu),
+    bound = classify(cpu, latency if latency_from == PROBED else None, probe_cpu)
+    python, python_from = gil_time(holds_gil, bound, cpu, cpu_from, cost)
+    return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from, bound=bound,
                 holds_gil=holds_gil, python=python, python_from=python_from)
 
 
-def gil_time(holds_gil: bool, cpu: float | None, cpu_from: str, cost) -> tuple[float | None, str]:
-    """Seconds per element a Python operator holds the GIL: its Python calls' own CPU where the
-    probe timed them (a ``py_function`` that waits spends most of its CPU in TensorFlow's side
-    of the call, which does not hold it), else all its CPU (the safe side)."""
+def gil_time(holds_gil: bool, bound: str | None, cpu: float | None, cpu_from: str,
+             cost) -> tuple[float | None, str]:
+    """Seconds per element a Python operator holds the GIL.
+
+    A waiting one: the share of its CPU its Python calls took in the probe with calls in flight
+    (most of its CPU is hand-offs and TensorFlow's side of the call; measured, an 8 ms sleeping
+    ``py_function``: 28% of 0.43 ms). A computing one: all its CPU, the safe side (TensorFlow's
+    C++ side of a call also holds the GIL, converting tensors: measured, a pure-Python tokenizer's
+    calls took 82% of its CPU by the thread clock, yet four threads ran it no faster than one).
+    """
     if not holds_gil:
         return None, ""
-    timed = cost.python_per_element if cost is not None else None
-    if timed is not None and cpu is not None:
-        return min(timed, cpu), PROBED
+    share = cost.python_share if cost is not None else None
+    if bound == "latency" and share is not None and cpu is not None:
+        return cpu * share, PYTHON_TIMED
     return cpu, cpu_from
 
 
@@ -124,5 +131,5 @@ def capacity(*, visit_ratio: float | None, cpu: float | None, latency: float | N
     return min(min(threads, cores) / (visit_ratio * cpu), gil_limit)
 
 
-__all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "LATENCY_RATIO", "MAX_CONCURRENCY", "PROBED", "TRACED",
+__all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "LATENCY_RATIO", "MAX_CONCURRENCY", "PROBED", "PYTHON_TIMED", "TRACED",
            "capacity", "classify", "operator_cost"]

@@ -37,9 +37,9 @@ class OperatorCost:
     wall_per_element: float | None = None  # own mode, with its concurrency
     latency_per_element: float | None = None  # one call at a time (None: not probed)
     probe_cpu_per_element: float | None = None
-    #: CPU seconds per element inside its Python calls (a Python operator, in the probe): the
-    #: time it holds the GIL, less than its CPU when TensorFlow's side of the call is heavy
-    python_per_element: float | None = None
+    #: Share of its CPU spent inside its Python calls (a Python operator; both timed in the same
+    #: probe run): the part that holds the GIL, small when TensorFlow's side of a call dominates
+    python_share: float | None = None
     #: >0: a waiting operator's CPU and Python per element were measured with this many calls in
     #: flight (its CPU per element falls with concurrency), not one at a time
     in_flight_calls: int = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..analysis.costs import PROBED
+from ..analysis.costs import PYTHON_TIMED
 from ..model.units import human_bytes
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ COLUMN_NOTES = {
                  "traced wall time, scaled (w)"),
     "wait/elem": "wall time per element, one call at a time (probed alone; else traced, per call)",
     "bound": "cpu: needs cores; latency: waits, needs calls in flight",
-    "GIL": ("runs Python: all such operators share one core; in brackets, its time per element "
-            "holding it (its Python calls timed alone)"),
+    "GIL": ("runs Python: all such operators share one core; in brackets, a waiting operator's "
+            "time per element holding it (its Python calls timed, alone with calls in flight)"),
 }
 
 
@@ -63,7 +63,7 @@ def row_cells(o: "OpStats") -> list[str]:
     cpu = seconds(o.cpu_per_element) + source if o.cpu_per_element is not None else "—"
     gil = ""
     if o.holds_gil:
-        gil = f"yes ({seconds(o.python_per_element)})" if o.python_from == PROBED else "yes"
+        gil = f"yes ({seconds(o.python_per_element)})" if o.python_from == PYTHON_TIMED else "yes"
     return [o.label, o.kind, par, num(o.visit_ratio), num(o.rate_per_core), pct(o.cpu_share),
             pct(o.utilization), num(o.elements_per_second), human_bytes(o.bytes_per_element),
             human_bytes(o.materialized_bytes), cache, cpu, seconds(o.latency_per_element),

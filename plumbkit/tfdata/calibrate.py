@@ -392,10 +392,10 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, read_wall: float, *
             if run.wall >= PROBE_WALL_SECONDS / 2 or steps >= MAX_STEPS:
                 break
             steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
-    in_python = (python[0] - before) / run.elements if holds_gil else None
     latency = max(0.0, run.waiting / run.elements - read_wall)
     cost = _replace(cost, latency_per_element=latency, probe_cpu_per_element=run.cpu / run.elements,
-                    python_per_element=in_python)
+                    python_share=_share(python[0] - before, run.cpu) if holds_gil else None)
+    # waiting, it runs with many calls in flight in a plan: its CPU and Python share as it will
     if latency >= WAITS_RATIO * max(run.cpu / run.elements, 1e-9):
         cost = _in_flight(graph_def, top, options, cost, holds_gil=holds_gil)
     return cost
@@ -418,8 +418,13 @@ def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: b
     with python_call_cpu() as python:
         run = driver.run(steps)
     return _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
-                    python_per_element=python[0] / run.elements if holds_gil else None,
+                    python_share=_share(python[0], run.cpu) if holds_gil else None,
                     in_flight_calls=IN_FLIGHT_CALLS)
+
+
+def _share(python_cpu: float, cpu: float) -> float | None:
+    """The share of a run's CPU spent in Python calls (None: the run spent no CPU to share)."""
+    return min(1.0, python_cpu / cpu) if cpu > 0 else None
 
 
 # -- sources: their own first elements -------------------------------------------------------------
@@ -437,9 +442,9 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
             runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n
-    in_python = python[0] / (n * len(runs)) if op.holds_gil else None
+    in_python = _share(python[0], sum(r.cpu for r in runs)) if op.holds_gil else None
     return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
-                        probe_cpu_per_element=cpu, python_per_element=in_python, elements=n, runs=len(runs),
+                        probe_cpu_per_element=cpu, python_share=in_python, elements=n, runs=len(runs),
                         spread=_spread([r.cpu for r in runs]), how=SOURCE)
 
 
