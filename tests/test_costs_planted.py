@@ -73,7 +73,7 @@ def _check(ratios, pair, named, tolerance: float) -> None:
     assert named.count("map(heavy)") > len(named) / 2, report
 
 
-@pytest.mark.xfail(reason="known, issue 11 open: passed 8 of 9 runs on 2026-11-23 and 2 of 4 on 2026-11-24; "
+@pytest.mark.xfail(reason="known, issue 11 open: passed 8 of 9 runs on 2026-11-23 and 3 of 6 on 2026-11-24; "
                    "failed twice in a row once each day (heavy/parse ratio estimate/truth 0.99, 1.21, 1.23; then "
                    "parse 1.06, 0.77, 0.80 against 20%): calibrated alone, a map's CPU per element still drifts "
                    "about 20% between rounds", strict=False)

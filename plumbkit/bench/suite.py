@@ -461,7 +461,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per comparison (>= 5 for the report)")
     parser.add_argument("--window", type=float, default=None, help="seconds per measurement window")
     parser.add_argument("--only", default=None, help="comma-separated pipeline names")
-    parser.add_argument("--skip", default="", help="comma-separated sections to skip: stepping,cache,overhead,pick_best")
+    parser.add_argument("--skip", default="", help="comma-separated sections to skip: end_to_end,stepping,accuracy,cache,overhead,"
+                             "cancel,pick_best")
     parser.add_argument("--resume", action="store_true",
                         help="keep the end-to-end rows already in OUT/partial.json and run only the rest")
 
@@ -561,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
         done = {r["pipeline"] for r in report["end_to_end"]}
         log(f"resuming: {', '.join(sorted(done))} already measured")
     for name, case in chosen.items():
-        if name in done:
+        if name in done or "end_to_end" in skip:
             continue
         report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
                                                memory_budget=case.memory_budget, before_each=case.before_each,
