@@ -118,14 +118,3 @@ def test_live_updates_say_wall_time_until_the_calibrated_trace_arrives():
     assert "wall" in str(updates[0]) and "(w)" in str(updates[0])
     assert final.calibrated and LIVE_NOTE not in final.notes and CALIBRATING_NOTE not in final.notes
     assert final.op("map(parse)").cpu_from == "calibrated alone" and "(c)" in str(final)
-
-
-def test_a_minor_operator_stops_at_the_first_rounds_a_major_one_runs_until_its_runs_agree():
-    from plumbkit.tfdata.calibrate import MAX_ROUNDS, ROUNDS, Hint, _Run, _settled
-    spread_out = [_Run(cpu=c, wall=c, elements=100) for c in (0.040, 0.056, 0.048)]  # 33% apart
-    assert len(spread_out) == ROUNDS < MAX_ROUNDS
-    assert _settled(spread_out, Hint(share=0.01))  # 1% of the CPU: its error moves nothing
-    assert not _settled(spread_out, Hint(share=0.40)) and not _settled(spread_out, Hint())
-    assert not _settled(spread_out[:2], Hint(share=0.01))  # never fewer than ROUNDS
-    agreeing = [_Run(cpu=c, wall=c, elements=100) for c in (0.050, 0.052, 0.049)]
-    assert _settled(agreeing, Hint(share=0.40))

@@ -36,7 +36,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0, share=o.cpu_share)
+                           active=o.elements > 0)
     return out
 
 

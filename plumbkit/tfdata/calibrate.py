@@ -62,8 +62,6 @@ TARGET_WALL_SECONDS = 0.05
 #: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up: at
 #: least ROUNDS, more (up to MAX_ROUNDS) while their spread is above SETTLED_SPREAD.
 ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
-#: Share of the traced CPU under which an operator is minor (see ``_settled``).
-MINOR_SHARE = 0.05
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
 #: Probed one call at a time, an operator whose wall time per element is this many times its
@@ -96,7 +94,6 @@ class Hint:
     input_rate: float | None = None  # elements per second its input produced in the pipeline
     input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
-    share: float | None = None  # its share of the process CPU in the trace (wall time, scaled)
 
 
 def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
@@ -283,15 +280,10 @@ def _nexts(trial: _Run) -> int:
     return _clamp(min(by_cpu, by_wall), 1, 100_000)
 
 
-def _settled(runs: list[_Run], hint: Hint) -> bool:
+def _settled(runs: list[_Run]) -> bool:
     """ROUNDS runs or more whose CPU spread is within SETTLED_SPREAD (a median of three runs
-    with a 40% spread was measured 20-50% off; more runs pull it back). An operator the trace
-    saw take under MINOR_SHARE of the CPU stops at ROUNDS: its error moves no decision, and its
-    small costs spread widely (measured, a batch of 32 images: 6 rounds, 1.4 s of the 4.3 s an
-    eight-operator pipeline's calibration took)."""
-    if len(runs) < ROUNDS:
-        return False
-    return (hint.share is not None and hint.share < MINOR_SHARE) or _spread([r.cpu for r in runs]) <= SETTLED_SPREAD
+    with a 40% spread was measured 20-50% off; more runs pull it back)."""
+    return len(runs) >= ROUNDS and _spread([r.cpu for r in runs]) <= SETTLED_SPREAD
 
 
 def _medians(runs: list[_Run]) -> tuple[float, float, int]:
@@ -335,7 +327,7 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
         pair = [(with_op, a_runs), (without, b_runs)]
         for driver, into in (pair if r % 2 == 0 else pair[::-1]):
             into.append(driver.run(nexts))
-        if _settled(a_runs, hint):
+        if _settled(a_runs):
             break
     a_cpu, a_wall, n = _medians(a_runs)
     b_cpu, b_wall, _ = _medians(b_runs)
@@ -446,7 +438,7 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
     nexts = _grown(driver, 1)
     runs: list[_Run] = []
     with python_call_cpu() as python:
-        while len(runs) < MAX_ROUNDS and not _settled(runs, hint):
+        while len(runs) < MAX_ROUNDS and not _settled(runs):
             runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
     latency = statistics.median(r.waiting for r in runs) / n
