@@ -462,7 +462,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--window", type=float, default=None, help="seconds per measurement window")
     parser.add_argument("--only", default=None, help="comma-separated pipeline names")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: end_to_end,stepping,accuracy,cache,overhead,"
-                             "cancel,pick_best")
+                             "cancel,pick_best,offload")
     parser.add_argument("--resume", action="store_true",
                         help="keep the end-to-end rows already in OUT/partial.json and run only the rest")
 
@@ -607,7 +607,7 @@ def run(args: argparse.Namespace) -> int:
         best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
         report["pick_best"] = {"best": best, "reason": reason, "measured": plan.returned_throughput,
                                "cache": plan.cache.label}
-    if not quick and (not args.only or "offload" in args.only):
+    if not quick and "offload" not in skip and (not args.only or "offload" in args.only):
         report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))

@@ -1,0 +1,47 @@
+"""How calibration sizes and stops its timed runs (what keeps it under 3 s for eight operators),
+on real tf.data iterators where it runs anything."""
+
+import tensorflow as tf
+
+from plumbkit.bench.examples import planted_work
+from plumbkit.tfdata import calibrate as cal
+
+
+def _runs(*cpu: float) -> list:
+    return [cal._Run(cpu=c, wall=c, elements=100) for c in cpu]
+
+
+def test_runs_settle_when_any_three_agree_so_one_disturbed_run_does_not_cost_every_round():
+    assert not cal._settled(_runs(0.050, 0.051))  # fewer than three
+    assert cal._settled(_runs(0.050, 0.052, 0.051))
+    assert not cal._settled(_runs(0.050, 0.070, 0.051))  # 40% spread over three
+    assert cal._settled(_runs(0.050, 0.070, 0.051, 0.052))  # the outlier left out
+    assert not cal._settled(_runs(0.040, 0.060, 0.080, 0.100))  # no three agree
+
+
+def test_calibration_runs_without_the_prefetch_tf_data_injects_and_keeps_the_users_options():
+    users = tf.data.Options()
+    users.threading.private_threadpool_size = 3
+    users.experimental_deterministic = False
+    own = cal._alone(users)
+    assert own.experimental_optimization.inject_prefetch is False
+    assert own.threading.private_threadpool_size == 3 and own.deterministic is False
+    assert users.experimental_optimization.inject_prefetch is None  # the user's options untouched
+
+
+def test_the_first_trial_run_is_sized_from_the_warm_up_not_grown_from_four_steps():
+    ds = tf.data.Dataset.range(64).cache().repeat().map(lambda x: planted_work(x, 8))
+    driver = cal._Driver(ds, 1, latency=False)
+    sizes = []
+    run = driver.run
+
+    def counted(steps):
+        sizes.append(steps)
+        return run(steps)
+    driver.run = counted
+    nexts = cal._grown(driver)
+    trials = sizes[2:]  # after the two warm-up runs
+    assert len(trials) <= 2, sizes  # growing by 4 from 4 steps took five for a ~50 µs map
+    assert trials[0] > 4 * cal.WARM_ELEMENTS, sizes
+    timed = driver.run(nexts)
+    assert 0.25 * cal.TARGET_CPU_SECONDS <= timed.cpu <= 4 * cal.TARGET_CPU_SECONDS, (nexts, timed)
