@@ -29,13 +29,20 @@ measured_against_the_clock = pytest.mark.flaky(reruns=1)
 BRIEF = dataclasses.replace(PROTOCOLS["brief"], rounds=2)
 
 
-def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,
+#: CPU seconds the difference of a truth's long and short runs aims at: at 400 elements a
+#: 110 µs map's difference was 33 ms and its truth read 94-161 µs over eight calls in a row;
+#: at 1,600 elements, 105-115 µs.
+TRUTH_CPU_SECONDS = 0.12
+
+
+def cpu_seconds_per_element(fn, options=None, *, n: int | None = None, rounds: int = 5,
                             parallel_calls: int | None = None) -> float:
     """CPU seconds ``fn`` costs per element, alone over a cheap source (``range``) in the
     execution mode ``options`` and ``parallel_calls`` set (None: TensorFlow's defaults), timed by the process CPU
     clock, the output driven by ``reduce`` (no Python per element), minus the same source
     without ``fn``; ``n`` elements minus ``n / 4`` (so each run's start-up — threads, function
-    instantiation — cancels); runs interleaved, medians. Independent of plumbkit's own code:
+    instantiation — cancels); runs interleaved, medians. ``n`` (None: sized so the difference
+    costs about TRUTH_CPU_SECONDS, at least 400 elements). Independent of plumbkit's own code:
     the truth the estimates are checked against.
     """
     def runner(with_fn: bool, count: int):
@@ -48,6 +55,12 @@ def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,
         run()  # traced once, warm
         return run
 
+    if n is None:
+        pilot = runner(True, 200)
+        c0 = time.process_time()
+        pilot()
+        per_element = max(1e-7, (time.process_time() - c0) / 200)
+        n = int(min(4000, max(400, TRUTH_CPU_SECONDS / (0.75 * per_element))))
     small = n // 4
     runs = {(f, k): runner(f, k) for f in (True, False) for k in (n, small)}
     times: dict[tuple, list[float]] = {key: [] for key in runs}
@@ -62,7 +75,7 @@ def cpu_seconds_per_element(fn, options=None, *, n: int = 400, rounds: int = 5,
     return max(1e-9, (with_fn - without) / (n - small))
 
 
-def isolated_seconds_per_element(fn, *, n: int = 400, dtype=tf.int64) -> float:
+def isolated_seconds_per_element(fn, *, n: int | None = None, dtype=tf.int64) -> float:
     """Seconds ``fn`` costs per element alone, run as written and sequentially with intra-op
     pinned to one thread (the pinned tests' execution mode), in process CPU time (on a busy
     machine wall time would count waiting for a core)."""
