@@ -45,3 +45,18 @@ def test_the_first_trial_run_is_sized_from_the_warm_up_not_grown_from_four_steps
     assert trials[0] > 4 * cal.WARM_ELEMENTS, sizes
     timed = driver.run(nexts)
     assert 0.25 * cal.TARGET_CPU_SECONDS <= timed.cpu <= 4 * cal.TARGET_CPU_SECONDS, (nexts, timed)
+
+
+def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight():
+    from plumbkit.tfdata.graph import pipeline_of
+    from plumbkit.tfdata.options import sequential_options
+    ds = tf.data.Dataset.range(10**6).map(lambda x: planted_work(x, 16)).batch(4).with_options(sequential_options())
+    pipeline = pipeline_of(ds)
+    name = next(op.name for op in pipeline if op.kind == "map")
+    sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls=2).costs[name]
+    assert sequential.parallel_calls == 2 and sequential.parallel_cpu_per_element is not None
+    # the same work, a little cheaper or dearer per element with concurrency: never another order
+    assert 0.5 * sequential.cpu_per_element < sequential.parallel_cpu_per_element < 1.5 * sequential.cpu_per_element
+    ran_parallel = cal.calibrate(ds, pipeline, names={name}, parallel_calls=2,
+                                 hints={name: cal.Hint(ran_parallel=True)}).costs[name]
+    assert ran_parallel.parallel_cpu_per_element is None and ran_parallel.parallel_calls == 0

@@ -99,3 +99,15 @@ def test_handoffs_are_charged_once():
                           threads_seen={"a": 2}, cost_source="calibrated")
     assert predict(calibrated, both).cpu_per_batch == pytest.approx(0.02 + 20 * 1e-4)
     assert predict(traced, Layout()).cpu_per_batch == pytest.approx(0.02 - 10 * 1e-4)  # a's pool is gone
+
+
+def test_an_operator_run_one_call_at_a_time_is_priced_in_a_plan_at_its_cost_with_calls_in_flight():
+    """Calibrated with calls in flight (its CPU per element falls with concurrency), that figure
+    prices the operator where a layout runs it with more than one thread, and only there."""
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=2, parallel_cost={"map": 10 * 0.0016})
+    one = predict(ev, Layout(threads={"map": 1}))
+    two = predict(ev, Layout(threads={"map": 2}))
+    assert one.cpu_per_batch == pytest.approx(0.071)
+    assert two.cpu_per_batch == pytest.approx(0.071 - 10 * 0.0004)
+    assert two.limits["map (2 threads)"] == pytest.approx(2 / 0.016)
+    assert predict(ev, Layout()).cpu_per_batch == pytest.approx(0.071)  # its plain form

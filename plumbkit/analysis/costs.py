@@ -48,6 +48,10 @@ class Cost:
     holds_gil: bool
     python: float | None = None  # seconds per element holding the GIL (a Python operator)
     python_from: str = ""  # PYTHON_TIMED (its Python calls) or as ``cpu_from`` (all its CPU)
+    #: CPU seconds per element in its parallel form, ``parallel_calls`` calls in flight
+    #: (calibrated for an operator that ran one call at a time; None: not measured)
+    parallel_cpu: float | None = None
+    parallel_calls: int = 0
 
 
 def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
@@ -71,8 +75,10 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
         probe_cpu = cost.probe_cpu_per_element
     bound = classify(cpu, latency if latency_from == PROBED else None, probe_cpu)
     python, python_from = gil_time(holds_gil, bound, cpu, cpu_from, cost)
+    parallel = cost.parallel_cpu_per_element if cost is not None and cpu_from == CALIBRATED else None
     return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from, bound=bound,
-                holds_gil=holds_gil, python=python, python_from=python_from)
+                holds_gil=holds_gil, python=python, python_from=python_from, parallel_cpu=parallel,
+                parallel_calls=cost.parallel_calls if parallel is not None else 0)
 
 
 def gil_time(holds_gil: bool, bound: str | None, cpu: float | None, cpu_from: str,

@@ -66,6 +66,10 @@ class OpStats:
     holds_gil: bool = False  # runs Python: shares one core with every other GIL holder
     python_per_element: float | None = None  # seconds per element holding the GIL (GIL holders)
     python_from: str = ""
+    #: CPU seconds per element in its parallel form with ``parallel_calls`` calls in flight,
+    #: calibrated alone (an operator that ran one call at a time; None: not measured)
+    parallel_cpu_per_element: float | None = None
+    parallel_calls: int = 0
 
     @property
     def capacity(self) -> float:
@@ -250,6 +254,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
             wall_per_element=wall.get(op.name, 0.0) / C if C else None,
             bound=cost.bound if C else None, holds_gil=op.holds_gil,
             python_per_element=cost.python, python_from=cost.python_from,
+            parallel_cpu_per_element=cost.parallel_cpu if C else None, parallel_calls=cost.parallel_calls if C else 0,
         ))
     for rid, above in rmap.injected.items():
         pair = deltas.get(rid)

@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING, Callable
 
 from ..model.costs import Calibration
+from ..planning.predict import ran_parallel
 from ..tfdata.calibrate import Hint, calibrate
 from ..tfdata.tracer import observable
 from .trace_result import Trace, build_trace
@@ -36,7 +37,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0)
+                           active=o.elements > 0, ran_parallel=ran_parallel(o.runtime, op.op))
     return out
 
 
@@ -59,8 +60,9 @@ def calibrated(ds: "tf.data.Dataset", trace: Trace, *, reuse: Calibration | None
     todo = {o.name for o in trace.ops if o.elements > 0 and o.name in trace.pipeline.operators} - set(known)
     calibration = Calibration(costs=known, consumer_cpu_per_batch=reuse.consumer_cpu_per_batch if reuse else None)
     if todo or calibration.consumer_cpu_per_batch is None:
+        cores = int(trace.analysis.cores or 1)
         fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
-                          names=todo, on_progress=on_progress)
+                          names=todo, parallel_calls=cores if cores > 1 else None, on_progress=on_progress)
         calibration = Calibration(costs={**known, **fresh.costs},
                                   consumer_cpu_per_batch=fresh.consumer_cpu_per_batch,
                                   seconds=fresh.seconds, notes=fresh.notes)

@@ -43,6 +43,11 @@ class OperatorCost:
     #: >0: a waiting operator's CPU and Python per element were measured with this many calls in
     #: flight (its CPU per element falls with concurrency), not one at a time
     in_flight_calls: int = 0
+    #: An operator that ran one call at a time but has a parallel form: its CPU per element
+    #: measured again with ``parallel_calls`` calls in flight (a plan that parallelizes it runs
+    #: it so, and CPU per element falls with concurrency)
+    parallel_cpu_per_element: float | None = None
+    parallel_calls: int = 0
     elements: int = 0  # elements produced per timed run
     runs: int = 0
     spread: float = 0.0  # (max - min) / median of the timed runs' CPU

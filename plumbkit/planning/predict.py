@@ -76,6 +76,9 @@ class Evidence:
     cost_source: str = "trace"  # "trace", or "calibrated" when ``costs`` were given
     threads_seen: Mapping[str, int] = field(default_factory=dict)  # parallelism that ran (traced)
     injected_prefetch: bool = False  # tf.data added a prefetch at the root when it ran
+    #: operator -> CPU seconds per minibatch in its parallel form (calibrated with calls in
+    #: flight, same scale as ``cost``), for operators that ran one call at a time
+    parallel_cost: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def runtime_in_costs(self) -> bool:
@@ -102,6 +105,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
     cost: dict[str, float] = {}
     visits: dict[str, float] = {}
     threads: dict[str, int] = {}
+    parallel: dict[str, float] = {}
     for o in a.ops:
         if o.injected or o.name not in p.operators:
             continue
@@ -111,17 +115,21 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
             cost[o.name] = calibrated[o.name] * o.visit_ratio
         elif (cpu := cpu_per_minibatch(a, o)) is not None:  # as spent in the pipeline (in-pipeline scale)
             cost[o.name] = cpu
-        if _ran_parallel(o.runtime, p[o.name].op) and o.parallelism:
+        if ran_parallel(o.runtime, p[o.name].op) and o.parallelism:
             threads[o.name] = int(o.parallelism)
+        elif o.name in cost and o.name not in calibrated and o.parallel_cpu_per_element is not None and o.cpu_per_element:
+            parallel[o.name] = cost[o.name] * o.parallel_cpu_per_element / o.cpu_per_element
     return Evidence(
         pipeline=p, cost=cost, visits=visits,
         sequential=frozenset(op.name for op in p if not op.parallelizable), cores=float(cores or a.cores),
         runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
+        parallel_cost=parallel,
     )
 
 
-def _ran_parallel(runtime: str, op_type: str) -> bool:
+def ran_parallel(runtime: str, op_type: str) -> bool:
+    """The operator ran in a parallel form (as written, or parallelized by tf.data)."""
     names = runtime or op_type
     return any(n.startswith(("Parallel", "MapAndBatch")) for n in names.split(",")) or op_type.startswith("Parallel")
 
@@ -245,6 +253,8 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
+            if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: as calibrated with calls in flight
+                w = ev.parallel_cost[name]
             cpu += w + handoffs(name, True, name in traced.threads, V)
             if w > 0:
                 limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.cores) / w

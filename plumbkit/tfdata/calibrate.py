@@ -49,6 +49,13 @@ SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
 #: Process CPU seconds one timed run of an operator aims at (measured: at 0.02 s the medians of
 #: three runs were 0.5-1.5x the isolated truth of a planted map; at 0.05-0.06 s, 0.9-1.2x).
 TARGET_CPU_SECONDS = 0.04
+#: Elements of the operator under test pulled per loop step (its input alone: as many times the
+#: inputs it reads per element). Measured against the reduce-driven truth, a planted 110 µs map
+#: read 1.10x it at one per step (a blocking step per element costs the graph loop's threads
+#: CPU of their own), 1.03x at two, 0.93x at four, 0.85x at 64 (medians of eight); over the
+#: accuracy bench's 46 operators the median error fell from 20% to 15% going from one to two
+#: (benchmarks/results/2026-11-25-accuracy).
+PULLED_PER_STEP = 2
 #: Elements pulled before timing (the iterator's start-up, buffers filled).
 WARM_ELEMENTS = 4
 #: Loop steps one timed run takes: at most MAX_STEPS, at least MIN_STEPS unless it waits.
@@ -94,15 +101,19 @@ class Hint:
     input_rate: float | None = None  # elements per second its input produced in the pipeline
     input_cardinality: int | None = None  # elements in one pass of its input (None: unknown or infinite)
     active: bool = True  # produced elements in the trace (idle operators are not calibrated)
+    ran_parallel: bool = False  # ran in a parallel form (as written, or parallelized by tf.data)
 
 
 def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
               options: tf.data.Options | None = None, names: set[str] | None = None,
+              parallel_calls: int | None = None,
               on_progress: Callable[[str, float], None] | None = None) -> Calibration:
     """Calibrate every operator of ``pipeline`` (the model of ``ds``; or only ``names``).
 
     ``options`` are the execution mode (default: ``ds.options()``); ``hints`` come from a
-    trace of the same pipeline and only size the runs. Never raises for one operator: an
+    trace of the same pipeline and only size the runs. With ``parallel_calls`` (the cores, say),
+    an operator that ran one call at a time but has a parallel form is also measured with that
+    many calls in flight, as a plan would run it. Never raises for one operator: an
     operator TensorFlow cannot run alone is reported with ``cpu_per_element=None`` and why.
     """
     t0 = time.perf_counter()
@@ -117,7 +128,7 @@ def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hi
         hint = hints.get(op.name, Hint())
         start = time.perf_counter()
         try:
-            cost = _calibrate_operator(graph_def, op, options, hint)
+            cost = _calibrate_operator(graph_def, op, options, hint, parallel_calls)
         except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError) as err:
             cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {_first_line(err)}")
         costs[op.name] = _replace_seconds(cost, time.perf_counter() - start)
@@ -137,7 +148,8 @@ def _alone(options: tf.data.Options) -> tf.data.Options:
     return options.merge(own)
 
 
-def _calibrate_operator(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
+def _calibrate_operator(graph_def, op: Operator, options, hint: Hint,
+                        parallel_calls: int | None = None) -> OperatorCost:
     if not hint.active:
         return OperatorCost(op.name, op.label, None, how="idle in the trace: not calibrated")
     if op.kind in PASS_THROUGH_KINDS:
@@ -145,7 +157,7 @@ def _calibrate_operator(graph_def, op: Operator, options, hint: Hint) -> Operato
     if not op.inputs or "from_generator" in op.inner_kinds:
         return _calibrate_source(graph_def, op, options, hint)
     if len(op.inputs) == 1:
-        return _calibrate_alone(graph_def, op, options, hint)
+        return _calibrate_alone(graph_def, op, options, hint, parallel_calls)
     return OperatorCost(op.name, op.label, None, how="several inputs: from the trace")
 
 
@@ -209,11 +221,9 @@ class _Driver:
     ``get_next``: no Python per element), so the iterator's start-up (threads, function
     instantiation, tf.data's static rewrites) is paid once, outside the timed runs.
 
-    The operator under test is pulled one element per loop step, as a consumer that works on
-    each element pulls it (behind a consumer that never waits, a parallel map's threads spend
-    measurably less CPU than in a pipeline or under ``reduce``). Its input alone is pulled with
-    as many loop steps, each consuming ``per_next`` elements (``shard(k, k - 1)``: the skipped
-    elements are produced in full), so the loop's own cost cancels.
+    Each loop step consumes ``per_next`` elements (``shard(k, k - 1)``: the skipped elements
+    are produced in full); the operator under test and its input alone are pulled with as many
+    loop steps, so the loop's own cost cancels (see PULLED_PER_STEP for how many).
     """
 
     def __init__(self, ds: tf.data.Dataset, per_next: int, *, latency: bool = True):
@@ -311,7 +321,8 @@ def _medians(runs: list[_Run]) -> tuple[float, float, int]:
 
 # -- an operator reading one input: alone on a cached sample ---------------------------------------
 
-def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
+def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
+                     parallel_calls: int | None = None) -> OperatorCost:
     """CPU per element produced: the operator over its cached sample, minus the sample read
     alone (per input, times the inputs it reads per element), interleaved, medians."""
     size = sample_size(hint)
@@ -335,9 +346,31 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     top = graph_edits.root_name(again)
     repeat = graph_edits.input_of(again, top)
     forever = graph_edits.set_count(again, repeat, -1)
-    with_op = _Driver(_built(forever, top, options), 1, latency=False)
+    alone = _over_sample(forever, top, repeat, options, ratio)
+    cost = OperatorCost(op.name, op.label, alone.cpu, wall_per_element=alone.wall, elements=alone.elements,
+                        runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
+    if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
+        cost = _parallel(forever, top, repeat, options, ratio, cost, parallel_calls)
+    if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
+        cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
+    return cost
+
+
+@dataclass(frozen=True)
+class _OverSample:
+    cpu: float  # seconds per element produced, the sample's own reads taken out
+    wall: float
+    read_wall: float  # wall seconds of reading the sample, per element produced
+    elements: int  # per timed run
+    runs: list[_Run]  # the timed runs with the operator
+
+
+def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _OverSample:
+    """``top`` over the repeated sample ``repeat``, less ``ratio`` times the sample read alone
+    (per element produced), runs interleaved, medians."""
+    with_op = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
     nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
-    without = _Driver(_built(forever, repeat, options), max(1, round(ratio)), latency=False)
+    without = _Driver(_built(graph_def, repeat, options), PULLED_PER_STEP * max(1, round(ratio)), latency=False)
     without.run(WARM_ELEMENTS)
     a_runs, b_runs = [], []
     for r in range(MAX_ROUNDS):
@@ -348,12 +381,21 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
             break
     a_cpu, a_wall, n = _medians(a_runs)
     b_cpu, b_wall, _ = _medians(b_runs)
-    cost = OperatorCost(op.name, op.label, max(0.0, a_cpu - ratio * b_cpu),
-                        wall_per_element=max(0.0, a_wall - ratio * b_wall), elements=n,
-                        runs=len(a_runs), spread=_spread([r.cpu for r in a_runs]), how=ALONE)
-    if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
-        cost = _probe(forever, top, options, cost, ratio * b_wall, holds_gil=op.holds_gil)
-    return cost
+    return _OverSample(max(0.0, a_cpu - ratio * b_cpu), max(0.0, a_wall - ratio * b_wall), ratio * b_wall, n, a_runs)
+
+
+def _parallel(graph_def, top: str, repeat: str, options, ratio: float, cost: OperatorCost,
+              calls: int) -> OperatorCost:
+    """An operator that ran one call at a time, measured again in its parallel form with
+    ``calls`` calls in flight: its CPU per element falls with concurrency (measured, a planted
+    matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with 3), and a plan that
+    parallelizes it runs it so."""
+    try:
+        wide = graph_edits.set_parallelism(graph_def, top, calls)
+    except graph_edits.RewriteError:
+        return cost
+    return _replace(cost, parallel_cpu_per_element=_over_sample(wide, top, repeat, options, ratio).cpu,
+                    parallel_calls=calls)
 
 
 def sample_size(hint: Hint) -> int:
