@@ -59,6 +59,8 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
     # its CPU per minibatch is what the plan then used (process CPU: a busy neighbour stretches
     # wall time, not this)
     measured = plan.comparison["plumbkit"]
+    heavy_op = plan.trace.op("map(heavy)")
+    assert heavy_op.parallel_calls == plan.trace.analysis.cores and "(p)" in str(plan.trace)  # shown, labelled
     assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
     if (measured.neighbour_cores or 0) < 0.2:  # the cores were ours (CI): throughput too
         assert plan.prediction_error <= 0.25, str(plan)

@@ -20,7 +20,9 @@ COLUMN_NOTES = {
     "util": "derived", "R/core": "derived from CPU/elem and V", "materialized": "derived",
     "CPU": "share of the process CPU: calibrated CPU/elem × elements, or (uncalibrated) traced wall time, scaled",
     "CPU/elem": ("calibrated alone (c); a waiting operator, alone with calls in flight (f); or "
-                 "traced wall time, scaled (w)"),
+                 "traced wall time, scaled (w); after it, for an operator that ran one call at a "
+                 "time, calibrated alone with one call in flight per core (p): what a plan that "
+                 "parallelizes it is predicted to spend"),
     "wait/elem": "wall time per element, one call at a time (probed alone; else traced, per call)",
     "bound": "cpu: needs cores; latency: waits, needs calls in flight",
     "GIL": ("runs Python: all such operators share one core; in brackets, a waiting operator's "
@@ -61,6 +63,8 @@ def row_cells(o: "OpStats") -> list[str]:
     if o.cpu_from.endswith("calls in flight"):
         source = " (f)"
     cpu = seconds(o.cpu_per_element) + source if o.cpu_per_element is not None else "—"
+    if o.parallel_cpu_per_element is not None:
+        cpu += f"; {seconds(o.parallel_cpu_per_element)} ×{o.parallel_calls} (p)"
     gil = ""
     if o.holds_gil:
         gil = f"yes ({seconds(o.python_per_element)})" if o.python_from == PYTHON_TIMED else "yes"
