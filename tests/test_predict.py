@@ -104,10 +104,13 @@ def test_handoffs_are_charged_once():
 def test_an_operator_run_one_call_at_a_time_is_priced_in_a_plan_at_its_cost_with_calls_in_flight():
     """Calibrated with calls in flight (its CPU per element falls with concurrency), that figure
     prices the operator where a layout runs it with more than one thread, and only there."""
-    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=2, parallel_cost={"map": 10 * 0.0016})
+    rt = RuntimeCosts(handoff=1e-4)
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=2, parallel_cost={"map": 10 * 0.0016}, runtime=rt,
+                  cost_source="calibrated")
     one = predict(ev, Layout(threads={"map": 1}))
     two = predict(ev, Layout(threads={"map": 2}))
-    assert one.cpu_per_batch == pytest.approx(0.071)
+    assert one.cpu_per_batch == pytest.approx(0.071 + 10 * 1e-4)  # one thread: its pool's hand-offs on top
+    # measured in its parallel form, its hand-offs are in the figure: not charged twice
     assert two.cpu_per_batch == pytest.approx(0.071 - 10 * 0.0004)
     assert two.limits["map (2 threads)"] == pytest.approx(2 / 0.016)
     assert predict(ev, Layout()).cpu_per_batch == pytest.approx(0.071)  # its plain form

@@ -45,6 +45,7 @@ from ..tfdata.rebuild import apply_changes
 from ..tfdata.run import count_elements
 from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
+from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
@@ -258,6 +259,11 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         if not moved:
             break
         changes = _merge(changes, moved)
+    parallelized = {c.node for c in changes if c.what == "parallelism" and int(c.value) != 1}
+    if parallelized and costs is None:
+        progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
+        original = with_parallel_costs(ds, original, parallelized)
+        ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
     prediction = predict(ev, layout_with(ev, changes))
     predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
 

@@ -253,9 +253,11 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
-            if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: as calibrated with calls in flight
-                w = ev.parallel_cost[name]
-            cpu += w + handoffs(name, True, name in traced.threads, V)
+            if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: calibrated with calls in
+                w = ev.parallel_cost[name]  # flight, its hand-offs included (measured in its parallel form)
+                cpu += w
+            else:
+                cpu += w + handoffs(name, True, name in traced.threads, V)
             if w > 0:
                 limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.cores) / w
             child_stage = f"runner thread of {op.label}"

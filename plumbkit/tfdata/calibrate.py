@@ -350,7 +350,7 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
     cost = OperatorCost(op.name, op.label, alone.cpu, wall_per_element=alone.wall, elements=alone.elements,
                         runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
-        cost = _parallel(forever, top, repeat, options, alone, cost, parallel_calls)
+        cost = _parallel(forever, top, options, alone, cost, parallel_calls)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
     return cost
@@ -366,51 +366,57 @@ class _OverSample:
     runs: list[_Run]  # the timed runs with the operator
 
 
-def _over_sample(graph_def, top: str, repeat: str, options, ratio: float, *,
-                 read: _OverSample | None = None, nexts: int | None = None) -> _OverSample:
+def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _OverSample:
     """``top`` over the repeated sample ``repeat``, less ``ratio`` times the sample read alone
-    (per element produced), runs interleaved, medians. With ``read`` (an earlier measurement
-    over the same sample), its reading cost is reused and only the operator is run."""
+    (per element produced), runs interleaved, medians."""
     with_op = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
-    if nexts is None:
-        nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
-    else:
-        with_op.run(WARM_ELEMENTS)
-        with_op.run(WARM_ELEMENTS)
-    without = None
-    if read is None:
-        without = _Driver(_built(graph_def, repeat, options), PULLED_PER_STEP * max(1, round(ratio)), latency=False)
-        without.run(WARM_ELEMENTS)
-    a_runs, b_runs = [], []
+    nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
+    without = _Driver(_built(graph_def, repeat, options), PULLED_PER_STEP * max(1, round(ratio)), latency=False)
+    without.run(WARM_ELEMENTS)
+    a_runs, b_runs = _interleaved(with_op, without, nexts)
+    a_cpu, a_wall, n = _medians(a_runs)
+    b_cpu, b_wall, _ = _medians(b_runs)
+    return _OverSample(max(0.0, a_cpu - ratio * b_cpu), max(0.0, a_wall - ratio * b_wall), ratio * b_cpu,
+                       ratio * b_wall, n, a_runs)
+
+
+def _interleaved(first: "_Driver", second: "_Driver", nexts: int) -> tuple[list[_Run], list[_Run]]:
+    """Runs of both drivers, in turn (the order flipped every round), until the first's have
+    settled (at least ROUNDS, at most MAX_ROUNDS)."""
+    a_runs: list[_Run] = []
+    b_runs: list[_Run] = []
     for r in range(MAX_ROUNDS):
-        pair = [(with_op, a_runs)] + ([(without, b_runs)] if without is not None else [])
+        pair = [(first, a_runs), (second, b_runs)]
         for driver, into in (pair if r % 2 == 0 else pair[::-1]):
             into.append(driver.run(nexts))
         if _settled(a_runs):
             break
-    a_cpu, a_wall, n = _medians(a_runs)
-    if read is None:
-        b_cpu, b_wall, _ = _medians(b_runs)
-        read_cpu, read_wall = ratio * b_cpu, ratio * b_wall
-    else:
-        read_cpu, read_wall = read.read_cpu, read.read_wall
-    return _OverSample(max(0.0, a_cpu - read_cpu), max(0.0, a_wall - read_wall), read_cpu, read_wall, n, a_runs)
+    return a_runs, b_runs
 
 
-def _parallel(graph_def, top: str, repeat: str, options, alone: _OverSample, cost: OperatorCost,
+def _parallel(graph_def, top: str, options, alone: _OverSample, cost: OperatorCost,
               calls: int) -> OperatorCost:
     """An operator that ran one call at a time, measured again in its parallel form with
-    ``calls`` calls in flight, over the same sample, runs as long (reading the sample costs what
-    it cost): its CPU per element falls with concurrency (measured, a planted matmul map: 387 µs
-    per element sequential, 356 with 2 calls, 347 with 3), and a plan that parallelizes it runs
-    it so."""
+    ``calls`` calls in flight, over the same sample: its CPU per element falls with concurrency
+    (measured, a planted matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with
+    3), and a plan that parallelizes it runs it so. Taken as a difference to its plain form, the
+    two runs interleaved (measured apart, 0.2 s later, the machine's drift read as +19% once)."""
     try:
         wide = graph_edits.set_parallelism(graph_def, top, calls)
     except graph_edits.RewriteError:
         return cost
-    nexts = max(1, alone.elements // PULLED_PER_STEP)
-    again = _over_sample(wide, top, repeat, options, 1.0, read=alone, nexts=nexts)
-    return _replace(cost, parallel_cpu_per_element=again.cpu, parallel_calls=calls)
+    parallel = _Driver(_built(wide, top, options), PULLED_PER_STEP, latency=False)
+    plain = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
+    for driver in (parallel, plain):
+        driver.run(WARM_ELEMENTS)
+        driver.run(WARM_ELEMENTS)
+    p_runs, s_runs = _interleaved(parallel, plain, max(1, alone.elements // PULLED_PER_STEP))
+    p_cpu, s_cpu = _medians(p_runs)[0] - alone.read_cpu, _medians(s_runs)[0] - alone.read_cpu
+    if cost.cpu_per_element is None:
+        return cost
+    # the difference, not the ratio: a ratio of an operator's few µs to its noise can read 100x
+    return _replace(cost, parallel_cpu_per_element=max(0.0, cost.cpu_per_element + p_cpu - s_cpu),
+                    parallel_calls=calls)
 
 
 def sample_size(hint: Hint) -> int:
