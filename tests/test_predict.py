@@ -114,3 +114,23 @@ def test_an_operator_run_one_call_at_a_time_is_priced_in_a_plan_at_its_cost_with
     assert two.cpu_per_batch == pytest.approx(0.071 - 10 * 0.0004)
     assert two.limits["map (2 threads)"] == pytest.approx(2 / 0.016)
     assert predict(ev, Layout()).cpu_per_batch == pytest.approx(0.071)  # its plain form
+
+
+def test_a_cached_pipeline_pulled_directly_can_beat_one_behind_a_prefetch():
+    """A prefetch wakes its thread on every element the consumer takes: behind a cache of small
+    minibatches the consumer pulls faster by itself, and the model sees it from the two measured
+    ceilings. An injected prefetch (tf.data's, under autotuning) is there either way."""
+    p = chain(Operator("repeat", "RepeatDataset", "repeat"), Operator("batch", "BatchDatasetV2", "batch"),
+              Operator("map", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
+    cost, visits = {"repeat": 1e-7, "batch": 1e-4, "map": 1e-2, "src": 0.0}, {"repeat": 1, "batch": 1, "map": 8, "src": 8}
+    rt = RuntimeCosts(consumer=18_000.0, consumer_plain=34_000.0, cache_read=2e-6)
+    ev = evidence(p, cost, visits, runtime=rt)
+    cache = Change("cache", "batch", "batch", "", "")
+    plain = predict(ev, layout_with(ev, [cache]))
+    prefetched = predict(ev, layout_with(ev, [cache, Change("prefetch", "repeat", "repeat", 2, "")]))
+    assert plain.binding == prefetched.binding == "consumer thread"
+    assert 1 / plain.throughput == pytest.approx(1 / 34_000 + 1e-7)  # its ceiling's cache read is the one charged
+    assert prefetched.throughput == pytest.approx(18_000.0)
+    injected = evidence(p, cost, visits, runtime=rt, injected_prefetch=True)
+    assert predict(injected, layout_with(injected, [cache])).throughput == pytest.approx(18_000.0)
+    assert best_allocation(ev, Layout(cached=frozenset({"batch"}))).throughput <= 34_000.0 * (1 + 1e-6)

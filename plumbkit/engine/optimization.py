@@ -219,7 +219,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     cores = cores or original.cores
     user = pipeline_of(ds)
     progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
-    runtime = RuntimeCosts(consumer=consumer_ceiling(ds), handoff=handoff_cost(), cache_read=cache_read_cost())
+    runtime = RuntimeCosts(consumer=consumer_ceiling(ds), consumer_plain=consumer_ceiling(ds, prefetched=False),
+                           handoff=handoff_cost(), cache_read=cache_read_cost())
     disk = disk_bound(original, parallelism=int(cores))
     decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user.root,
                        disk_bound=disk, runtime=runtime, costs=costs)

@@ -25,10 +25,11 @@ _ELEMENTS = 8_000
 _RUNS = 3
 
 
-def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int = 3) -> float:
+def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int = 3,
+                     prefetched: bool = True) -> float:
     """Minibatches/s the consumer takes when the pipeline costs nothing: ``take(1).cache()
-    .repeat()`` of this pipeline's own first element, prefetched as plumbkit's plans end, driven
-    by the same plain ``next()`` loop the comparisons time.
+    .repeat()`` of this pipeline's own first element, through a prefetch (or, not ``prefetched``,
+    pulled directly), driven by the same plain ``next()`` loop the comparisons time.
 
     Per window, the larger of two rates: minibatches per wall second (what it reached) and per
     second of process CPU (the consumer thread is busy all the time, the prefetch thread nearly
@@ -36,7 +37,8 @@ def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int =
     its CPU time; other threads of the process make it an underestimate). The median of
     ``windows`` windows: the ceiling on an otherwise idle core.
     """
-    runner = Runner(ds.take(1).cache().repeat().prefetch(2))
+    free = ds.take(1).cache().repeat()
+    runner = Runner(free.prefetch(2) if prefetched else free)
     try:
         runner.consume(2, limit=30.0)
         rates = []
