@@ -29,11 +29,16 @@ def planted(extra=None):
 
 @measured_against_the_clock
 def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
-    truth = isolated_seconds_per_element(heavy) / isolated_seconds_per_element(medium)
+    def truth() -> float:
+        return isolated_seconds_per_element(heavy) / isolated_seconds_per_element(medium)
+
+    before = truth()
     plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
-    # the LP on the user's pipeline gives cores in proportion to cost: heavy ~2x medium
+    after = truth()  # the truth itself drifts here: 1.14-1.62 over one hour (heavy is not 2x medium)
+    # the LP on the user's pipeline gives cores in proportion to cost
     theta = decide(plan.trace, memory_budget=0).theta_by_label
-    assert theta["map(heavy)"] / theta["map(medium)"] == pytest.approx(truth, rel=0.25)
+    ratio = theta["map(heavy)"] / theta["map(medium)"]
+    assert 0.75 * min(before, after) <= ratio <= 1.25 * max(before, after), (ratio, before, after)
     assert theta["map(heavy)"] + theta["map(medium)"] == pytest.approx(2.0, rel=0.1)
     assert plan.cache.label is None and "0 B budget" in plan.cache.why
     # measured alike (interleaved rounds): the plan is measurably faster and is handed back
