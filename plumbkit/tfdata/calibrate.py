@@ -361,9 +361,8 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
 
 
 def _calibrate_fused(graph_def, op: Operator, options, hint: Hint) -> OperatorCost:
-    """A map tf.data ran fused with the batch above it (MapAndBatch): the pair over a cached
-    sample of the map's inputs, less the batch alone over a cached sample of its outputs, per
-    element. Cut out of the pair, such a map is a
+    """A map tf.data ran fused with the batch above it (MapAndBatch): the pair over the cached
+    sample, less the batch alone over it, per element. Cut out of the pair, such a map is a
     plain map tf.data runs one call at a time, each call pulled on its own: a speech pipeline's
     random mask cost 80-120 µs per element so (however driven: this graph loop, ``reduce``, a
     prefetch above it, two calls in flight), 41-57 µs inside the pair, and the plan that ran it
@@ -377,12 +376,8 @@ def _calibrate_fused(graph_def, op: Operator, options, hint: Hint) -> OperatorCo
     forever = graph_edits.set_count(again, graph_edits.input_of(again, mapped), -1)
     pair = _Driver(_built(forever, top, options), PULLED_PER_STEP, latency=False)
     nexts = _grown(pair)
-    # the batch over a cached sample of the map's outputs: the same reads of cached elements
-    outputs, _ = graph_edits.insert_sample(graph_def, op.name, size, -1)
-    second = graph_edits.graph_def_of(_built(outputs, hint.fused_into, options), allow_external_state=True)
-    batch_top = graph_edits.root_name(second)
-    batch_forever = graph_edits.set_count(second, graph_edits.input_of(second, batch_top), -1)
-    batch_alone = _Driver(_built(batch_forever, batch_top, options), PULLED_PER_STEP, latency=False)
+    batch_alone = _Driver(_built(graph_edits.remove_node(forever, mapped), top, options), PULLED_PER_STEP,
+                          latency=False)
     batch_alone.run(WARM_ELEMENTS)
     with_map, without = _interleaved(pair, batch_alone, nexts)
     a_cpu, a_wall, n = _medians(with_map)
