@@ -64,17 +64,19 @@ def test_calibrated_cpu_adds_up_to_process_cpu():
     assert trace.op("map(heavy)").cpu_share + trace.op("map(medium)").cpu_share > 0.7
 
 
+@measured_against_the_clock
 def test_epochs_shorter_than_the_sampling_period_still_count():
     """Below a fast repeat each epoch's runtime nodes can live and die between two snapshots;
     the operator's CPU share must still account for them."""
+    before = 1.0 / (isolated_seconds_per_element(heavy) * 8)
     ds = (tf.data.Dataset.range(48).map(heavy).batch(8).repeat()  # ~20 ms epochs, polled every 250 ms
           .with_options(single_thread_ops_options()))
     trace = plumbkit.trace(ds, seconds=3, converge=False)
     heavy_op = trace.op("map(heavy)")
     assert heavy_op.cpu_share > 0.6, str(trace)
     assert trace.analysis.unattributed_share < 0.4, str(trace)
-    isolated_rate = 1.0 / (isolated_seconds_per_element(heavy) * 8)
-    assert heavy_op.rate_per_core == pytest.approx(isolated_rate, rel=0.25), str(trace)
+    after = 1.0 / (isolated_seconds_per_element(heavy) * 8)  # the truth drifts: 245-320 an hour apart
+    assert 0.75 * min(before, after) <= heavy_op.rate_per_core <= 1.25 * max(before, after), (before, after, str(trace))
 
 
 def test_lp_bound_is_an_upper_bound_and_uses_the_cores():
