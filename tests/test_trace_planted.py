@@ -36,7 +36,8 @@ def test_rates_match_isolated_ground_truth_and_bottleneck_is_named():
     ratios = {"map(heavy)": [], "map(medium)": []}
     for _ in range(3):
         truth = {"map(heavy)": cpu_seconds_per_element(heavy, single_thread_ops_options(), parallel_calls=1),
-                 "map(medium)": cpu_seconds_per_element(medium, single_thread_ops_options(), parallel_calls=2)}
+                 "map(medium)": cpu_seconds_per_element(medium, single_thread_ops_options(), parallel_calls=2,
+                                                        batched=BATCH)}
         trace = plumbkit.trace(planted_pipeline(), seconds=4, converge=False)
         assert trace.bottleneck is not None and trace.bottleneck.label == "map(heavy)", str(trace)
         for label, seconds in truth.items():

@@ -28,6 +28,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
     rates = {o.name: o.elements_per_second for o in trace.ops}
     sizes = {o.name: o.cardinality for o in trace.ops}
     out = {}
+    fused = _fused_pairs(trace)
     for o in trace.ops:
         if o.injected or o.name not in trace.pipeline.operators:
             continue
@@ -37,7 +38,25 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0, ran_parallel=ran_parallel(o.runtime, op.op))
+                           active=o.elements > 0, ran_parallel=ran_parallel(o.runtime, op.op),
+                           fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1])
+    return out
+
+
+def _fused_pairs(trace: Trace) -> dict[str, tuple[str, float]]:
+    """Maps tf.data ran fused with the batch above them (both show MapAndBatch at run time):
+    map -> (the batch, the map's elements per minibatch)."""
+    by_name = {o.name: o for o in trace.ops}
+    out = {}
+    for parent in trace.pipeline:
+        if parent.kind != "batch" or len(parent.inputs) != 1:
+            continue
+        child, stats = by_name.get(parent.inputs[0]), by_name.get(parent.name)
+        if (child is None or stats is None or trace.pipeline[child.name].kind != "map"
+                or "MapAndBatch" not in (child.runtime or "") or "MapAndBatch" not in (stats.runtime or "")
+                or not child.visit_ratio or not stats.visit_ratio):
+            continue
+        out[child.name] = (parent.name, child.visit_ratio / stats.visit_ratio)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import Any
 #: How an operator's figures were obtained (shown beside every number).
 ALONE = "calibrated alone on a cached sample of its inputs"
 SOURCE = "calibrated alone (a source: its own first elements)"
+FUSED = "calibrated with the batch tf.data fused it into (MapAndBatch), on a cached sample of its inputs"
 
 
 @dataclass(frozen=True)
