@@ -395,10 +395,11 @@ def markdown(report: dict) -> str:
         acc = accuracy_summary(report["accuracy"])
         lines += ["## CPU per operator: estimate vs truth", "",
                   "Truth: the operator alone over a cached sample of its real inputs (a filter: the "
-                  "sub-pipeline ending at it minus the one ending at its input), process CPU, "
+                  "sub-pipeline ending at it minus the one ending at its input; a map tf.data fuses "
+                  "with its batch: that pair over the sample, less the batch alone), process CPU, "
                   "`reduce`-driven, a fresh iterator per run, long run minus short run. *Before*: the trace's wall "
-                  "self time scaled to the process CPU (the first version); *after*: calibrated alone "
-                  "(what the trace shows); *used*: after, scaled to the CPU the process really spent in "
+                  "self time scaled to the process CPU (the first version); *after*: calibrated alone, or fused "
+                  "with its batch where tf.data fuses them (what the trace shows); *used*: after, scaled to the CPU the process really spent in "
                   "the pipeline (what the LP and the predictions use). Error of the per-core rate.", "",
                   f"Median error over {acc['operators']} operators: before {100 * acc['median_before']:.0f}%, "
                   f"after {100 * acc['median_after']:.0f}%, used {100 * acc['median_used']:.0f}%.", "",
