@@ -12,7 +12,7 @@ from plumbkit.engine.compare import Protocol
 from plumbkit.tfdata.options import sequential_options
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
-from plumbkit.planning.decisions import decide
+from plumbkit.planning.decisions import PREFETCH_LOSS, decide
 
 #: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
@@ -71,16 +71,25 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
         assert plan.prediction_error <= 0.25, str(plan)
 
 @measured_against_the_clock
-def test_a_cache_of_small_minibatches_is_pulled_without_a_prefetch_when_the_model_says_so():
-    """Behind a cache of small minibatches the consumer's loop binds, and a prefetch costs it a
-    wake-up of the prefetch thread per minibatch (measured: 33-35k/s pulled directly, 16-19k/s
-    through a prefetch): the plan adds none, says why, and its prediction holds."""
+def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_gains_from_it():
+    """Behind a cache of small minibatches the consumer's loop binds, and a prefetch can cost it a
+    wake-up of the prefetch thread per minibatch: on one machine 33-35k/s pulled directly against
+    16-19k/s through a prefetch, on a slower one 6.9k/s against 6.6k/s. plumbkit measures both
+    ceilings on the machine it runs on: where pulling directly is clearly faster the plan adds no
+    prefetch and says why; where it is not, the prefetch stays; either way the prediction holds."""
     def make():
         return tf.data.Dataset.range(1000).map(medium).batch(8).repeat().with_options(sequential_options())
 
     plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
-    assert [c.what for c in plan.proposed_changes] == ["cache"], plan.proposed_changes
-    assert any(n.startswith("no prefetch at the top") for n in plan.notes), plan.notes
+    gain = plan.runtime.consumer_plain / plan.runtime.consumer  # measured: direct over through a prefetch
+    whats = [c.what for c in plan.proposed_changes]
+    said = any(n.startswith("no prefetch at the top") for n in plan.notes)
+    if gain > PREFETCH_LOSS * 1.05:
+        assert whats == ["cache"] and said, (gain, plan.proposed_changes, plan.notes)
+    elif gain < PREFETCH_LOSS * 0.95:
+        assert whats == ["cache", "prefetch"] and not said, (gain, plan.proposed_changes, plan.notes)
+    else:  # at the threshold either is right, but the note says what was done
+        assert said == ("prefetch" not in whats), (gain, plan.proposed_changes, plan.notes)
     assert plan.prediction.binding == "consumer thread"
     if (plan.comparison["plumbkit"].neighbour_cores or 0) < 0.2:  # the cores were ours (CI)
         assert plan.prediction_error <= 0.25, str(plan)
