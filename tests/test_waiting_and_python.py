@@ -18,6 +18,8 @@ import tensorflow as tf
 import plumbkit
 from plumbkit.export.source import note_options
 from plumbkit.planning.decisions import decide, solve
+from plumbkit.analysis.costs import GIL_QUEUED, PYTHON_TIMED
+from plumbkit.model.plan import Change
 from plumbkit.planning.lp import GIL
 from plumbkit.tfdata.python_ops import python_call_cpu
 from plumbkit.tfdata.rebuild import apply_changes
@@ -69,6 +71,35 @@ def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond
     report = f"{measured}, predicted {plan.predicted_throughput:.1f}; {plan.changes}"
     assert measured["plan"] >= 10 * measured["sequential"], report
     assert plan.predicted_throughput == pytest.approx(measured["plan"], rel=0.25), report
+
+
+def slow_fetches(seconds: float):
+    def fetch_slowly(x):
+        def slow(v):
+            time.sleep(seconds)
+            return v
+        out = tf.py_function(slow, [x], tf.int64)
+        out.set_shape([])
+        return out
+    return lambda: tf.data.Dataset.range(10**9).map(fetch_slowly).batch(8)
+
+
+@measured_against_the_clock
+def test_a_waiting_python_function_whose_calls_queue_for_the_gil_is_bounded_by_its_rate_with_the_most_calls():
+    """With 64 calls in flight, 8 ms sleeps queue for the GIL (the Python of each call and
+    TensorFlow's side of it): the rate measured so bounds every plan. 60 ms sleeps do not queue:
+    the GIL is the Python the calls were timed to hold."""
+    trace = plumbkit.trace(sequential_fetches, seconds=1.5, converge=False)
+    queued = trace.op("map(fetch)")
+    assert queued.python_from == GIL_QUEUED and queued.python_per_element, queued
+    widest = apply_changes(sequential_fetches(), [
+        Change("parallelism", "map(fetch)", queued.name, 64, ""),
+        Change("threadpool", "batch(8)", trace.op("batch(8)").name, 66, "")], allow_external_state=True)
+    elements_per_second = 8 * untraced_throughput(widest, 1.5, 0.3)
+    assert 1 / queued.python_per_element == pytest.approx(elements_per_second, rel=0.25), queued
+    sparse = plumbkit.trace(slow_fetches(0.06), seconds=1.5, converge=False).op("map(fetch_slowly)")
+    assert sparse.bound == "latency" and sparse.python_from == PYTHON_TIMED, sparse
+    assert sparse.python_per_element < queued.python_per_element
 
 
 def busy_then_wait(x):

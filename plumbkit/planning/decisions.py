@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
-from ..analysis.costs import MAX_CONCURRENCY
+from ..analysis.costs import GIL_QUEUED, MAX_CONCURRENCY
 from ..analysis.operational import (
     Analysis,
     OpStats,
@@ -127,7 +127,10 @@ def demand(analysis: Analysis, o: OpStats, *, max_threads: float | None = None) 
     cap = max_threads if max_threads is not None else (1.0 if o.sequential else float(MAX_CONCURRENCY))
     python = None
     if o.holds_gil and o.python_per_element is not None and o.cpu_per_element:
-        python = cpu * min(1.0, o.python_per_element / o.cpu_per_element)  # scaled as its CPU is
+        if o.python_from == GIL_QUEUED:  # a wall-clock ceiling measured alone: not a CPU to scale
+            python = o.visit_ratio * o.python_per_element
+        else:
+            python = cpu * min(1.0, o.python_per_element / o.cpu_per_element)  # scaled as its CPU is
     return Demand(o.name, cpu=cpu, latency=latency, gil=o.holds_gil, max_threads=cap, python=python)
 
 

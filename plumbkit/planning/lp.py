@@ -59,7 +59,9 @@ class Demand:
     latency: float = 0.0  # seconds per minibatch of one call at a time, V_i l_i (<= cpu: CPU-bound)
     gil: bool = False  # holds the GIL while it computes
     max_threads: float = math.inf  # concurrency it may have: 1 for sequential operators
-    python: float | None = None  # seconds per minibatch holding the GIL (None: all its CPU)
+    #: seconds per minibatch holding the GIL (None: all its CPU); may exceed its CPU, as the GIL's
+    #: hand-offs between many waiting calls keep it from other threads without using a core
+    python: float | None = None
 
     @property
     def wait(self) -> float:
@@ -70,7 +72,7 @@ class Demand:
         """Seconds per minibatch it holds the GIL (0 for an operator running no Python)."""
         if not self.gil:
             return 0.0
-        return self.cpu if self.python is None else min(self.python, self.cpu)
+        return self.cpu if self.python is None else self.python
 
 
 #: Name of the GIL constraint when it binds.

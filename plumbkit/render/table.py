@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..analysis.costs import PYTHON_TIMED
+from ..analysis.costs import GIL_QUEUED, PYTHON_TIMED
 from ..model.units import human_bytes
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def row_cells(o: "OpStats") -> list[str]:
         cpu += f"; {seconds(o.parallel_cpu_per_element)} ×{o.parallel_calls} (p)"
     gil = ""
     if o.holds_gil:
-        gil = f"yes ({seconds(o.python_per_element)})" if o.python_from == PYTHON_TIMED else "yes"
+        gil = f"yes ({seconds(o.python_per_element)})" if o.python_from in (PYTHON_TIMED, GIL_QUEUED) else "yes"
     return [o.label, o.kind, par, num(o.visit_ratio), num(o.rate_per_core), pct(o.cpu_share),
             pct(o.utilization), num(o.elements_per_second), human_bytes(o.bytes_per_element),
             human_bytes(o.materialized_bytes), cache, cpu, seconds(o.latency_per_element),

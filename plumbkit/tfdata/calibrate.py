@@ -37,6 +37,7 @@ import tensorflow as tf
 from tensorflow.python.data.util import structure
 from tensorflow.python.ops import gen_dataset_ops
 
+from ..host.machine import available_cores
 from ..model.costs import ALONE, FUSED, SOURCE, Calibration, OperatorCost
 from ..model.pipeline import Operator, Pipeline
 from . import graph_edits
@@ -79,6 +80,17 @@ WAITS_RATIO = 3.0
 #: time, 0.34 ms with 8 calls in flight, 0.24 ms with 24: each call's hand-offs, the consumer's
 #: wake-ups, are shared), and a plan runs it with many.
 IN_FLIGHT_CALLS = 16
+#: Calls in flight for the third probe of a waiting Python operator (the most the planner gives
+#: one, plumbkit.analysis.costs.MAX_CONCURRENCY): whatever it sustains so is its ceiling in any
+#: plan. Measured, an 8 ms sleeping ``py_function`` on 2 cores: 16 calls 1.9k elements/s, 32
+#: 3.3k, 64 3.8k, 96 4.0k, with 1.5 cores busy: its calls queue for the GIL (its Python, and
+#: TensorFlow's side of each call, which the thread clock inside the call does not see).
+QUEUED_CALLS = 64
+#: Calls that last this many times one call alone queued for something (their duration by
+#: Little's law: calls in flight / elements per second).
+QUEUED_STRETCH = 1.25
+#: ... and it was not the cores when the run kept less than this share of them busy.
+CORES_SPARE_SHARE = 0.85
 #: A traced wall time per element this many times the calibrated CPU makes an operator a
 #: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
 PROBE_CANDIDATE_RATIO = 1.5
@@ -545,9 +557,33 @@ def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: b
     steps = _clamp(IN_FLIGHT_CALLS * PROBE_WALL_SECONDS / latency, 2 * IN_FLIGHT_CALLS, MAX_STEPS)
     with python_call_cpu() as python:
         run = driver.run(steps)
-    return _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
+    cost = _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
                     python_share=_share(python[0], run.cpu) if holds_gil else None,
                     in_flight_calls=IN_FLIGHT_CALLS)
+    return _queued(wide_graph, top, options, cost) if holds_gil else cost
+
+
+def _queued(graph_def, top: str, options, cost: OperatorCost) -> OperatorCost:
+    """A waiting Python operator with QUEUED_CALLS calls in flight: if its calls last well over
+    one call alone while the cores have room, they queue for the GIL, and its wall seconds per
+    element there is the GIL's time per element as its calls see it (``gil_per_element``)."""
+    try:
+        widest = graph_edits.set_parallelism(graph_def, top, QUEUED_CALLS)
+    except graph_edits.RewriteError:
+        return cost
+    wide = tf.data.Options()
+    wide.threading.private_threadpool_size = QUEUED_CALLS + 2
+    wide.experimental_optimization.inject_prefetch = False
+    driver = _Driver(_built(widest, top, options.merge(wide) if options is not None else wide), 1)
+    latency = cost.latency_per_element or 1e-3
+    driver.run(2 * QUEUED_CALLS)  # warm: every call slot started
+    run = driver.run(_clamp(2 * QUEUED_CALLS * PROBE_WALL_SECONDS / latency, 2 * QUEUED_CALLS, MAX_STEPS))
+    per_element = run.wall / run.elements
+    one_call = latency + (cost.cpu_per_element or 0.0)
+    stretched = QUEUED_CALLS * per_element >= QUEUED_STRETCH * one_call
+    if stretched and run.cpu / run.wall < CORES_SPARE_SHARE * available_cores():
+        return _replace(cost, gil_per_element=per_element, queued_calls=QUEUED_CALLS)
+    return cost
 
 
 def _share(python_cpu: float, cpu: float) -> float | None:
