@@ -70,45 +70,6 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
     if (measured.neighbour_cores or 0) < 0.2:  # the cores were ours (CI): throughput too
         assert plan.prediction_error <= 0.25, str(plan)
 
-def flipped_images():
-    """An expensive decode (planted), then augmentation on small images: what a plan caches
-    below and keeps running above its cache."""
-    def image(x):
-        return tf.reshape(tf.cast(tf.fill([32 * 32 * 3], x), tf.float32), [32, 32, 3])
-    return (tf.data.Dataset.range(256).map(heavy).map(lambda x: tf.image.random_flip_left_right(image(x)))
-            .map(lambda img: img * 2.0 - 1.0).batch(16).repeat())
-
-
-@measured_against_the_clock
-def test_what_runs_above_the_plans_cache_is_calibrated_as_one_unit_and_the_prediction_holds():
-    plan = plumbkit.optimize(flipped_images, seconds=2, compare=False, protocol=TEST_PROTOCOL)
-    assert plan.cache.label == "map(heavy)", str(plan)
-    (note,) = [n for n in plan.notes if "calibrated as one unit" in n]
-    assert "after map(heavy)" in note and "ms of CPU per minibatch" in note
-    measured = plan.comparison["plumbkit"]  # the CPU the plan then spent per minibatch, as charged
-    assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
-    if (plan.comparison["plumbkit"].neighbour_cores or 0) < 0.2:  # the cores were ours (CI)
-        assert plan.prediction_error <= 0.25, str(plan)
-
-
-def test_a_segment_above_a_zip_is_not_calibrated_as_one_unit():
-    """Above a zip, the other input's work would be measured as the segment's own: refused."""
-    from plumbkit.engine.calibration import segment_above
-    from plumbkit.tfdata.calibrate import calibrate_segment
-
-    def make():
-        left = tf.data.Dataset.range(64).map(heavy)
-        return tf.data.Dataset.zip((left, tf.data.Dataset.range(64).map(medium))).batch(4)
-    trace = plumbkit.trace(make, seconds=0.5, converge=False)
-    below = trace.op("map(heavy)").name
-    assert segment_above(make(), trace, below, trace.pipeline.root) is None
-    chain = lambda: tf.data.Dataset.range(64).map(heavy).map(medium).batch(4).repeat()  # noqa: E731
-    one = plumbkit.trace(chain, seconds=0.5, converge=False)
-    measured = calibrate_segment(chain(), one.op("map(heavy)").name, inputs_per_element=4)
-    assert measured is not None and measured.cpu_per_element > 0 and measured.sample == 32
-    assert calibrate_segment(chain(), "no such node", inputs_per_element=4) is None
-
-
 @measured_against_the_clock
 def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_gains_from_it():
     """Behind a cache of small minibatches the consumer's loop binds, and a prefetch can cost it a

@@ -12,7 +12,6 @@ from plumbkit.planning.predict import (
     best_allocation,
     layout_with,
     predict,
-    with_segment,
 )
 
 
@@ -73,38 +72,6 @@ def test_the_users_own_cache_frees_what_is_below_it():
     pred = predict(ev, Layout())
     assert {"map", "src"} <= pred.free and "cache" not in pred.free
     assert pred.throughput == pytest.approx(1 / (0.002 + 8 * 1e-4))
-
-
-def test_the_segment_above_a_cache_is_charged_as_measured_only_where_that_cache_is():
-    """Measured as one unit above the map's cache, batch costs 3x its per-operator figure: a
-    layout caching after the map pays that; one without the cache pays the per-operator costs."""
-    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=12, runtime=RuntimeCosts(cache_read=0.0))
-    segment = with_segment(ev, "map", "batch", 0.003)
-    assert segment.segment.names == {"batch"} and segment.segment.factor == pytest.approx(3.0)
-    cached = layout_with(ev, [Change("cache", "map", "map", "", "")])
-    assert 1 / predict(ev, cached).throughput == pytest.approx(0.001)
-    assert 1 / predict(segment, cached).throughput == pytest.approx(0.003)
-    assert predict(segment, Layout()).throughput == predict(ev, Layout()).throughput  # no cache: as before
-    # your own cache: every layout has it, so every layout pays the measured segment
-    p = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("norm", "MapDataset", "map"),
-              Operator("cache", "CacheDatasetV2", "cache"), Operator("decode", "MapDataset", "map"),
-              Operator("src", "RangeDataset", "range"))
-    own = evidence(p, {"batch": 0.001, "norm": 0.004, "decode": 0.05, "src": 0.0},
-                   {"batch": 1, "norm": 8, "cache": 8, "decode": 8, "src": 8}, cores=1)
-    measured = with_segment(own, "cache", "batch", 0.010)
-    assert measured.segment.names == {"batch", "norm"} and measured.segment.factor == pytest.approx(2.0)
-    assert 1 / predict(measured, Layout()).throughput == pytest.approx(0.010)
-    assert with_segment(own, "cache", "batch", 0.0).segment.factor == 0.0
-    # a plan runs norm on two threads: measured in the chain, it is charged that plus its hand-offs,
-    # not its parallel form calibrated alone (cheaper, and wrong for it in the chain)
-    rt = RuntimeCosts(handoff=1e-4)
-    parallel = evidence(p, own.cost, own.visits, cores=1, runtime=rt, parallel_cost={"norm": 0.001},
-                        cost_source="calibrated")
-    two = Layout(threads={"norm": 2})
-    assert predict(parallel, two).cpu_per_batch == pytest.approx(0.001 + 0.001)  # hand-offs in its form
-    charged = with_segment(parallel, "cache", "batch", 0.010)
-    assert predict(charged, two).cpu_per_batch == pytest.approx(0.010 + 8 * 1e-4)
-    assert with_segment(evidence(p, {}, {}), "cache", "batch", 0.01).segment is None  # nothing to scale
 
 
 def test_lp_bound_charges_the_consumer_as_a_sequential_operator():

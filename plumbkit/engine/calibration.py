@@ -115,11 +115,8 @@ def segment_above(ds: "tf.data.Dataset", trace: Trace, below: str, top: str) -> 
     (None: not a single chain, or it could not run alone). About 0.3-1 s."""
     visits = {o.name: o.visit_ratio for o in trace.ops}
     v_below, v_top = visits.get(below), visits.get(top)
-    p = trace.pipeline
-    mine = {top} | {d.name for d in p.descendants(top)}
-    path = [op for op in p if op.name in mine and op.name != below and below in {d.name for d in p.descendants(op.name)}]
-    if not v_below or not v_top or any(len(op.inputs) != 1 for op in path):
-        return None  # a zip or a concatenate above it: other inputs would be measured as its cost
+    if not v_below or not v_top:
+        return None
     return calibrate_segment(ds, below, inputs_per_element=v_below / v_top, options=observable(ds).options())
 
 

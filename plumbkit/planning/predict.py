@@ -78,10 +78,7 @@ class RuntimeCosts:
 @dataclass(frozen=True)
 class SegmentCharge:
     """The operators above a cache (up to the top), calibrated as one unit over a sample of the
-    elements the cache holds: ``factor`` brings their per-operator costs to that measurement (and
-    one the plan parallelizes is charged so, plus its hand-offs, not its parallel form calibrated
-    alone: random flip's pair of maps cost 5.1 ms per minibatch as one unit, 5.8 in the plan that
-    ran them on two and three threads, and 4.0 predicted from their parallel forms alone), in
+    elements the cache holds: ``factor`` brings their per-operator costs to that measurement, in
     every layout that caches at ``below`` (a plan's cache, or your own ``cache()`` there: every
     layout keeps yours; the per-operator figures carry the in-pipeline scale of
     the whole pipeline, which misjudges the part a plan keeps running above its cache)."""
@@ -313,9 +310,8 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
-            in_segment = segment is not None and name in segment.names  # measured in the chain: that, plus hand-offs
-            if k > 1 and name in ev.parallel_cost and not in_segment:  # it ran one call at a time: calibrated with
-                w = ev.parallel_cost[name]  # calls in flight, its hand-offs included (measured in its parallel form)
+            if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: calibrated with calls in
+                w = scaled(name, ev.parallel_cost[name])  # flight, its hand-offs included (measured in its parallel form)
                 cpu += w
             else:
                 cpu += w + handoffs(name, True, name in traced.threads, V)
