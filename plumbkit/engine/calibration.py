@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..model.costs import Calibration
 from ..planning.predict import ran_parallel
-from ..tfdata.calibrate import Hint, SegmentCost, calibrate, calibrate_segment
+from ..tfdata.calibrate import Hint, calibrate
 from ..tfdata.tracer import observable
 from .trace_result import Trace, build_trace
 
@@ -109,21 +109,10 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, names: set[str], *,
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
 
 
-def segment_above(ds: "tf.data.Dataset", trace: Trace, below: str, top: str) -> SegmentCost | None:
-    """The operators of ``ds`` above ``below`` up to ``top``, as written, calibrated as one unit
-    over a cached sample of ``below``'s output: what they spend above a plan's cache there
-    (None: not a single chain, or it could not run alone). About 0.3-1 s."""
-    visits = {o.name: o.visit_ratio for o in trace.ops}
-    v_below, v_top = visits.get(below), visits.get(top)
-    if not v_below or not v_top:
-        return None
-    return calibrate_segment(ds, below, inputs_per_element=v_below / v_top, options=observable(ds).options())
-
-
 def _rebuilt(trace: Trace, calibration: Calibration) -> Trace:
     return build_trace(trace.pipeline, trace.raw, cardinalities=trace.cardinalities,
                        file_sizes=trace.file_sizes, notes=trace.notes,
                        source_exact=trace.analysis.source_exact, calibration=calibration)
 
 
-__all__ = ["calibrated", "hints", "segment_above", "with_parallel_costs"]
+__all__ = ["calibrated", "hints", "with_parallel_costs"]

@@ -37,7 +37,6 @@ from ..planning.predict import (
     layout_with,
     predict,
     prediction_error,
-    with_segment,
 )
 from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
 from ..tfdata.graph_edits import RewriteError
@@ -46,7 +45,7 @@ from ..tfdata.rebuild import apply_changes
 from ..tfdata.run import count_elements
 from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
 from . import baselines as configurations
-from .calibration import segment_above, with_parallel_costs
+from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
@@ -266,19 +265,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
         original = with_parallel_costs(ds, original, parallelized)
         ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
-    segment = None
-    below = cache.node or _highest(original, _user_caches(original, user.root))
-    if below and costs is None:
-        progress("calibrating what runs above the cache, as one unit", 0.27)
-        segment = segment_above(ds, original, below, user.root)
-    if segment is not None:
-        ev = with_segment(ev, below, user.root, segment.cpu_per_element * _visits(original, user.root))
     prediction = predict(ev, layout_with(ev, changes))
-    if ev.segment is not None:
-        notes.append(_segment_note(ev, segment, original.pipeline[below].label))
-        predicted = min(prediction.throughput, decisions.concurrency_bound)  # latency and the GIL too
-    else:
-        predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
+    predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
 
     contenders = [Contender(YOURS, build_yours, yours_fill)]
     if changes:
@@ -325,23 +313,6 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.predictions = _predictions(ev, user, changes, cores, prediction)
     progress("done", 1.0)
     return plan
-
-
-def _highest(trace: Trace, names: list[str]) -> str | None:
-    """The one of ``names`` nearest the root (the others are below it)."""
-    p = trace.pipeline
-    return next((n for n in names if not any(n in {d.name for d in p.descendants(m)} for m in names if m != n)), None)
-
-
-def _visits(trace: Trace, name: str) -> float:
-    return next((o.visit_ratio for o in trace.ops if o.name == name and o.visit_ratio), 1.0)
-
-
-def _segment_note(ev: Evidence, segment, label: str | None) -> str:
-    charge = ev.segment
-    return (f"above the cache after {label}, your operators were calibrated as one unit over "
-            f"{segment.sample} cached elements: {charge.cpu_per_minibatch * 1e3:.2f} ms of CPU per minibatch, "
-            f"{charge.factor:.2f}x what their per-operator figures add up to; the prediction charges that")
 
 
 def _predictions(ev: Evidence, user, changes: list[Change], cores: int, prediction: Prediction) -> dict[str, float]:

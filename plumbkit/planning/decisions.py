@@ -86,9 +86,6 @@ class Decisions:
     prediction: Prediction | None = None
     charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
     free: list[str] = field(default_factory=list)  # labels of operators that cost nothing in steady state
-    #: the plan's concurrency under the resource LP (calls in flight, one core for all Python),
-    #: when anything waits or holds the GIL (inf otherwise): bounds any later prediction of it
-    concurrency_bound: float = math.inf
 
 
 class Traced(Protocol):
@@ -352,7 +349,6 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     charged = {k: v for k, v in lp.theta.items() if k in PSEUDO or k == OVERHEAD}
     options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
     predicted = prediction.throughput
-    concurrency_bound = math.inf
     waits = any(c.what == "threadpool" for c in changes) or any(
         (s.bound == "latency" or s.holds_gil) and s.name not in skip and not s.injected for s in trace.analysis.ops)
     if waits:
@@ -360,10 +356,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         # under the resource LP bounds it too (calls in flight, one core for all Python).
         planned = {c.node: float(c.value) for c in changes if c.what == "parallelism"}
         caps = {s.name: planned.get(s.name, float(s.parallelism or 1)) for s in tunable}
-        concurrency_bound = solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput
-        predicted = min(predicted, concurrency_bound)
+        predicted = min(predicted, solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput)
     return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=predicted,
-                     concurrency_bound=concurrency_bound,
                      theta_by_label=theta_by_label, prediction=prediction, charged=charged,
                      free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
                      options=options, notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes)

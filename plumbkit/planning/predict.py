@@ -25,7 +25,6 @@ cache reads, the consumer), and the disk. Pure Python.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Protocol
@@ -75,20 +74,6 @@ class RuntimeCosts:
         return max((c for c in (self.consumer, self.consumer_plain) if c), default=None)
 
 
-@dataclass(frozen=True)
-class SegmentCharge:
-    """The operators above a cache (up to the top), calibrated as one unit over a sample of the
-    elements the cache holds: ``factor`` brings their per-operator costs to that measurement, in
-    every layout that caches at ``below`` (a plan's cache, or your own ``cache()`` there: every
-    layout keeps yours; the per-operator figures carry the in-pipeline scale of
-    the whole pipeline, which misjudges the part a plan keeps running above its cache)."""
-
-    below: str
-    names: frozenset[str]
-    factor: float
-    cpu_per_minibatch: float  # as measured, the segment's sample reads taken out
-
-
 class Traced(Protocol):
     pipeline: Pipeline
     analysis: Analysis
@@ -112,7 +97,6 @@ class Evidence:
     #: operator -> CPU seconds per minibatch in its parallel form (calibrated with calls in
     #: flight, same scale as ``cost``), for operators that ran one call at a time
     parallel_cost: Mapping[str, float] = field(default_factory=dict)
-    segment: SegmentCharge | None = None  # what runs above a cache, calibrated as one unit
 
     @property
     def runtime_in_costs(self) -> bool:
@@ -160,20 +144,6 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
         parallel_cost=parallel,
     )
-
-
-def with_segment(ev: Evidence, below: str, top: str, cpu_per_minibatch: float) -> Evidence:
-    """``ev`` with the operators above ``below`` up to ``top`` charged, together, the CPU per
-    minibatch they were measured to spend as one unit over the elements a cache at ``below``
-    holds (``ev`` unchanged when they cost nothing by the per-operator figures)."""
-    p = ev.pipeline
-    mine = {top} | {o.name for o in p.descendants(top)}
-    names = frozenset(op.name for op in p if op.name in mine and op.name != below
-                      and below in {d.name for d in p.descendants(op.name)})
-    charged = sum(ev.cost.get(n, 0.0) for n in names)
-    if charged <= 0 or not names or cpu_per_minibatch < 0:
-        return ev
-    return dataclasses.replace(ev, segment=SegmentCharge(below, names, cpu_per_minibatch / charged, cpu_per_minibatch))
 
 
 def ran_parallel(runtime: str, op_type: str) -> bool:
@@ -273,12 +243,6 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
         cpu += seconds
 
     traced = layout_as_traced(ev)
-    segment = ev.segment if ev.segment is not None and (
-        ev.segment.below in layout.cached or p[ev.segment.below].kind == "cache") else None  # a plan's, or yours
-
-    def scaled(name: str, w: float) -> float:
-        """Per-operator CPU, or its share of the segment's measurement above this layout's cache."""
-        return w * segment.factor if segment is not None and name in segment.names else w
 
     def handoffs(name: str, now: bool, then: bool, V: float) -> float:
         """Hand-off CPU a thread boundary at ``name`` costs, beyond what the costs already hold."""
@@ -303,7 +267,7 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
         if op.kind == "cache":  # the user's own cache: a read per element in steady state
             charge(stage, rt.cache_read * V)
             continue
-        w = scaled(name, ev.cost.get(name, 0.0))
+        w = ev.cost.get(name, 0.0)
         child_stage = stage
         if op.kind == "prefetch":
             cpu += handoffs(name, True, True, V)
@@ -311,7 +275,7 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
         elif name in layout.threads:
             k = layout.threads[name]
             if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: calibrated with calls in
-                w = scaled(name, ev.parallel_cost[name])  # flight, its hand-offs included (measured in its parallel form)
+                w = ev.parallel_cost[name]  # flight, its hand-offs included (measured in its parallel form)
                 cpu += w
             else:
                 cpu += w + handoffs(name, True, name in traced.threads, V)

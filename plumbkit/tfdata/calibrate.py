@@ -629,75 +629,6 @@ def consumer_cpu_per_batch(ds: tf.data.Dataset, seconds: float = 0.05) -> float 
         return None
 
 
-# -- a segment: the operators above a cache, as one unit ----------------------------------------
-
-@dataclass(frozen=True)
-class SegmentCost:
-    """CPU the operators above ``below`` (up to the top) spend per element of the top, run as one
-    unit over a cached sample of ``below``'s output, the sample's own reads taken out."""
-
-    below: str
-    cpu_per_element: float
-    inputs_per_element: float  # elements of ``below`` read per element of the top
-    sample: int  # elements of ``below`` cached and repeated
-    elements: int  # elements of the top per timed run
-    runs: int
-    spread: float
-
-
-def calibrate_segment(ds: tf.data.Dataset, below: str, *, inputs_per_element: float,
-                      sample: int = SAMPLE_ELEMENTS, options: tf.data.Options | None = None) -> SegmentCost | None:
-    """The operators above ``below`` in ``ds``, as written, over a cached sample of ``below``'s
-    output (what a plan's cache there will hold): CPU per element of the top.
-
-    Why one unit: calibrated alone, each operator pays for its own thread pool and the loop
-    around it; in a chain they cost less (0.24-0.73x, benchmarks/results/2026-11-25-end-to-end-
-    alone-above-cache), by an amount no single scale of the whole pipeline gets right for the
-    part a plan keeps running above its cache. None when the segment is not a single chain, or
-    TensorFlow cannot run it so.
-    """
-    try:
-        return _segment(ds, below, inputs_per_element, sample, options if options is not None else ds.options())
-    except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError):
-        return None
-
-
-def _segment(ds: tf.data.Dataset, below: str, inputs_per_element: float, sample: int,
-             options: tf.data.Options) -> SegmentCost | None:
-    graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
-    top = graph_edits.root_name(graph_def)
-    hops = _hops(graph_def, top, below)
-    if hops is None or hops == 0:
-        return None
-    sampled, _ = graph_edits.insert_sample(graph_def, below, sample, -1)
-    first = _built(sampled, top, options)
-    again = graph_edits.graph_def_of(first, allow_external_state=True)  # the sample, computed once
-    top = graph_edits.root_name(again)
-    repeat = top
-    for _ in range(hops):
-        repeat = graph_edits.input_of(again, repeat)
-    if graph_edits.op_of(again, repeat) != "RepeatDataset":
-        return None
-    forever = graph_edits.set_count(again, repeat, -1)
-    segment = _over_sample(forever, top, repeat, options, inputs_per_element)
-    return SegmentCost(below, segment.cpu, inputs_per_element, sample, segment.elements, len(segment.runs),
-                       _spread([r.cpu for r in segment.runs]))
-
-
-def _hops(graph_def, top: str, below: str) -> int | None:
-    """Steps down the first inputs from ``top`` to ``below`` (None: not on that path)."""
-    node, hops = top, 0
-    while node != below:
-        try:
-            node = graph_edits.input_of(graph_def, node)
-        except (IndexError, graph_edits.RewriteError):
-            return None
-        hops += 1
-        if hops > 200:
-            return None
-    return hops
-
-
 # -- small helpers ------------------------------------------------------------------------------
 
 def _spread(values: list[float]) -> float:
@@ -719,4 +650,4 @@ def _first_line(err: BaseException) -> str:
     return text.strip().splitlines()[0][:200] if text.strip() else type(err).__name__
 
 
-__all__ = ["Hint", "SegmentCost", "calibrate", "calibrate_segment", "consumer_cpu_per_batch"]
+__all__ = ["Hint", "calibrate", "consumer_cpu_per_batch"]

@@ -545,11 +545,6 @@ def with_output(graph_def: GraphDef, node_name: str) -> GraphDef:
     return pruned(graph_def)
 
 
-def op_of(graph_def: GraphDef, node_name: str) -> str:
-    """The op type of node ``node_name`` (e.g. ``"RepeatDataset"``)."""
-    return _node(graph_def, node_name).op
-
-
 def input_of(graph_def: GraphDef, node_name: str) -> str:
     """The dataset a unary transformation reads (its first input)."""
     return node_ref(_node(graph_def, node_name).input[0])
