@@ -30,14 +30,21 @@ from conftest import measured_against_the_clock
 FETCH_SECONDS = 0.008
 
 
-def fetch(x):
-    """A remote fetch: 8 ms of waiting per element, almost no CPU (Python, holds the GIL briefly)."""
+def sleeping_fetch(seconds: float):
+    """A remote fetch: ``seconds`` of waiting per element, almost no CPU (Python, holds the GIL
+    briefly)."""
     def slow(v):
-        time.sleep(FETCH_SECONDS)
+        time.sleep(seconds)
         return v
-    out = tf.py_function(slow, [x], tf.int64)
-    out.set_shape([])
-    return out
+
+    def fetch(x):
+        out = tf.py_function(slow, [x], tf.int64)
+        out.set_shape([])
+        return out
+    return fetch
+
+
+fetch = sleeping_fetch(FETCH_SECONDS)
 
 
 def sequential_fetches():
@@ -74,14 +81,7 @@ def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond
 
 
 def slow_fetches(seconds: float):
-    def fetch_slowly(x):
-        def slow(v):
-            time.sleep(seconds)
-            return v
-        out = tf.py_function(slow, [x], tf.int64)
-        out.set_shape([])
-        return out
-    return lambda: tf.data.Dataset.range(10**9).map(fetch_slowly).batch(8)
+    return lambda: tf.data.Dataset.range(10**9).map(sleeping_fetch(seconds)).batch(8)
 
 
 @measured_against_the_clock
@@ -97,7 +97,7 @@ def test_a_waiting_python_function_whose_calls_queue_for_the_gil_is_bounded_by_i
         Change("threadpool", "batch(8)", trace.op("batch(8)").name, 66, "")], allow_external_state=True)
     elements_per_second = 8 * untraced_throughput(widest, 1.5, 0.3)
     assert 1 / queued.python_per_element == pytest.approx(elements_per_second, rel=0.25), queued
-    sparse = plumbkit.trace(slow_fetches(0.06), seconds=1.5, converge=False).op("map(fetch_slowly)")
+    sparse = plumbkit.trace(slow_fetches(0.06), seconds=1.5, converge=False).op("map(fetch)")
     assert sparse.bound == "latency" and sparse.python_from == PYTHON_TIMED, sparse
     assert sparse.python_per_element < queued.python_per_element
 

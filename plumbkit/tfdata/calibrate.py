@@ -544,39 +544,42 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, read_wall: float, *
 def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: bool) -> OperatorCost:
     """A waiting operator with IN_FLIGHT_CALLS calls in flight (tf.data's pool raised to match):
     its CPU (and Python) per element as a plan that raises its concurrency will run it."""
-    try:
-        wide_graph = graph_edits.set_parallelism(graph_def, top, IN_FLIGHT_CALLS)
-    except graph_edits.RewriteError:
+    driver = _with_calls_in_flight(graph_def, top, options, IN_FLIGHT_CALLS)
+    if driver is None:
         return cost  # no parallel form: it runs one call at a time, as probed
-    wide = tf.data.Options()
-    wide.threading.private_threadpool_size = IN_FLIGHT_CALLS + 2
-    wide.experimental_optimization.inject_prefetch = False
-    driver = _Driver(_built(wide_graph, top, options.merge(wide) if options is not None else wide), 1)
     latency = cost.latency_per_element or 1e-3
-    driver.run(2 * IN_FLIGHT_CALLS)  # warm: every call slot started
     steps = _clamp(IN_FLIGHT_CALLS * PROBE_WALL_SECONDS / latency, 2 * IN_FLIGHT_CALLS, MAX_STEPS)
     with python_call_cpu() as python:
         run = driver.run(steps)
     cost = _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
                     python_share=_share(python[0], run.cpu) if holds_gil else None,
                     in_flight_calls=IN_FLIGHT_CALLS)
-    return _queued(wide_graph, top, options, cost) if holds_gil else cost
+    return _queued(graph_def, top, options, cost) if holds_gil else cost
+
+
+def _with_calls_in_flight(graph_def, top: str, options, calls: int) -> "_Driver | None":
+    """A warmed driver of ``top`` with ``calls`` calls in flight and tf.data's pool raised to
+    match, no prefetch injected (None: ``top`` has no parallel form)."""
+    try:
+        wide_graph = graph_edits.set_parallelism(graph_def, top, calls)
+    except graph_edits.RewriteError:
+        return None
+    wide = tf.data.Options()
+    wide.threading.private_threadpool_size = calls + 2
+    wide.experimental_optimization.inject_prefetch = False
+    driver = _Driver(_built(wide_graph, top, options.merge(wide) if options is not None else wide), 1)
+    driver.run(2 * calls)  # warm: every call slot started
+    return driver
 
 
 def _queued(graph_def, top: str, options, cost: OperatorCost) -> OperatorCost:
     """A waiting Python operator with QUEUED_CALLS calls in flight: if its calls last well over
     one call alone while the cores have room, they queue for the GIL, and its wall seconds per
     element there is the GIL's time per element as its calls see it (``gil_per_element``)."""
-    try:
-        widest = graph_edits.set_parallelism(graph_def, top, QUEUED_CALLS)
-    except graph_edits.RewriteError:
+    driver = _with_calls_in_flight(graph_def, top, options, QUEUED_CALLS)
+    if driver is None:
         return cost
-    wide = tf.data.Options()
-    wide.threading.private_threadpool_size = QUEUED_CALLS + 2
-    wide.experimental_optimization.inject_prefetch = False
-    driver = _Driver(_built(widest, top, options.merge(wide) if options is not None else wide), 1)
     latency = cost.latency_per_element or 1e-3
-    driver.run(2 * QUEUED_CALLS)  # warm: every call slot started
     run = driver.run(_clamp(2 * QUEUED_CALLS * PROBE_WALL_SECONDS / latency, 2 * QUEUED_CALLS, MAX_STEPS))
     per_element = run.wall / run.elements
     one_call = latency + (cost.cpu_per_element or 0.0)
