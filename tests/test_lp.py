@@ -103,8 +103,8 @@ def test_capacity_counts_cores_the_thread_pool_and_the_gil():
 
 
 def test_only_the_time_a_python_operator_holds_the_gil_counts_against_its_one_core():
-    # A waiting py_function: 0.4 ms of CPU per element, of which its Python calls hold the GIL 0.1
-    # ms (TensorFlow's side of the call does not hold it). 64 calls in flight: 1000 batches/s.
+    # A waiting py_function: 0.4 ms of CPU per element, of which it holds the GIL 0.1 ms. 64
+    # calls in flight: 1000 batches/s.
     fetch = Demand("fetch", cpu=8 * 0.4e-3, latency=8 * 8e-3, gil=True, max_threads=64, python=8 * 0.1e-3)
     sol = solve_resource_lp([fetch], cores=4)
     assert sol.binding == "fetch" and sol.throughput == pytest.approx(1000, rel=1e-4)
@@ -115,3 +115,9 @@ def test_only_the_time_a_python_operator_holds_the_gil_counts_against_its_one_co
                   parallelism=64, cpu=0.4e-3, latency=8e-3)
     assert capacity(python=0.1e-3, **common) == pytest.approx(1000)
     assert capacity(**common) == pytest.approx(1 / (8 * 0.4e-3))
+    # its calls queued for the GIL: held 0.5 ms per element as they see it (hand-offs between
+    # waiting threads included), more than its CPU; the GIL binds there, not at its CPU
+    queued = Demand("fetch", cpu=8 * 0.4e-3, latency=8 * 8e-3, gil=True, max_threads=64, python=8 * 0.5e-3)
+    assert queued.gil_seconds == pytest.approx(8 * 0.5e-3)
+    sol = solve_resource_lp([queued], cores=4)
+    assert sol.binding == GIL and sol.throughput == pytest.approx(1 / (8 * 0.5e-3), rel=1e-4)
