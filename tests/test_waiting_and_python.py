@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
-from plumbkit.export.source import note_options
-from plumbkit.planning.decisions import decide, solve
 from plumbkit.analysis.costs import GIL_QUEUED, PYTHON_TIMED
+from plumbkit.export.source import note_options
 from plumbkit.model.plan import Change
+from plumbkit.planning.decisions import decide, solve
 from plumbkit.planning.lp import GIL
 from plumbkit.tfdata.python_ops import python_call_cpu
 from plumbkit.tfdata.rebuild import apply_changes
@@ -44,11 +44,12 @@ def sleeping_fetch(seconds: float):
     return fetch
 
 
-fetch = sleeping_fetch(FETCH_SECONDS)
+def slow_fetches(seconds: float):
+    """A pipeline of fetches one call at a time, batched by 8."""
+    return lambda: tf.data.Dataset.range(10**9).map(sleeping_fetch(seconds)).batch(8)
 
 
-def sequential_fetches():
-    return tf.data.Dataset.range(10**9).map(fetch).batch(8)
+sequential_fetches = slow_fetches(FETCH_SECONDS)
 
 
 def _interleaved(factories: dict, *, rounds: int = 2, seconds: float = 1.5) -> dict[str, float]:
@@ -78,10 +79,6 @@ def test_a_sleeping_py_function_is_latency_bound_and_gets_calls_in_flight_beyond
     report = f"{measured}, predicted {plan.predicted_throughput:.1f}; {plan.changes}"
     assert measured["plan"] >= 10 * measured["sequential"], report
     assert plan.predicted_throughput == pytest.approx(measured["plan"], rel=0.25), report
-
-
-def slow_fetches(seconds: float):
-    return lambda: tf.data.Dataset.range(10**9).map(sleeping_fetch(seconds)).batch(8)
 
 
 @measured_against_the_clock

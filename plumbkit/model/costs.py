@@ -44,11 +44,10 @@ class OperatorCost:
     #: >0: a waiting operator's CPU and Python per element were measured with this many calls in
     #: flight (its CPU per element falls with concurrency), not one at a time
     in_flight_calls: int = 0
-    #: A waiting Python operator whose ``queued_calls`` calls in flight queued for the GIL with
-    #: cores to spare: wall seconds per element so, the GIL's time per element as its calls see
-    #: it (its Python and TensorFlow's side of each call, hand-offs included; None: they did not)
+    #: A waiting Python operator whose calls, many in flight, queued for the GIL with cores to
+    #: spare: wall seconds per element so, the GIL's time per element as its calls see it (its
+    #: Python and TensorFlow's side of each call, hand-offs included; None: they did not queue)
     gil_per_element: float | None = None
-    queued_calls: int = 0
     #: An operator that ran one call at a time but has a parallel form: its CPU per element
     #: measured again with ``parallel_calls`` calls in flight (a plan that parallelizes it runs
     #: it so, and CPU per element falls with concurrency)

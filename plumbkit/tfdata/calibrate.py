@@ -585,7 +585,7 @@ def _queued(graph_def, top: str, options, cost: OperatorCost) -> OperatorCost:
     one_call = latency + (cost.cpu_per_element or 0.0)
     stretched = QUEUED_CALLS * per_element >= QUEUED_STRETCH * one_call
     if stretched and run.cpu / run.wall < CORES_SPARE_SHARE * available_cores():
-        return _replace(cost, gil_per_element=per_element, queued_calls=QUEUED_CALLS)
+        return _replace(cost, gil_per_element=per_element)
     return cost
 
 
