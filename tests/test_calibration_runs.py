@@ -75,7 +75,11 @@ def test_a_map_tf_data_fused_with_its_batch_is_calibrated_in_that_form():
     """Under TensorFlow's defaults a map under a batch runs as one MapAndBatch. Cut out of the
     pair it is a plain map pulled call by call, which costs more (a speech pipeline's random mask:
     80-120 µs per element so, 54-57 µs fused): it is measured as the pair less the batch alone,
-    and agrees with that truth timed independently (``reduce``-driven, long run minus short)."""
+    and agrees with that truth timed independently (``reduce``-driven, long run minus short).
+
+    The pair less the batch is a difference of two measurements: one calibration read 0.86-1.40x
+    the truth over nine (three fresh processes; the worst 1.40x, in a CI rehearsal), so the test
+    takes the median of three traces, as the planted tests do."""
     def mask(m):
         start = tf.random.uniform([], 0, 54, dtype=tf.int32)
         band = tf.cast(tf.logical_or(tf.range(64) < start, tf.range(64) >= start + 10), tf.float32)
@@ -84,10 +88,13 @@ def test_a_map_tf_data_fused_with_its_batch_is_calibrated_in_that_form():
     def make():
         return tf.data.Dataset.range(10**6).map(lambda i: tf.fill([98, 64], tf.cast(i, tf.float32))).map(mask).batch(16)
 
-    trace = plumbkit.trace(make(), seconds=1.5)
-    fused = trace.op("map(mask)")
-    assert "MapAndBatch" in fused.runtime
-    assert trace.calibration.costs[fused.name].how == FUSED
+    readings = []
+    for _ in range(3):
+        trace = plumbkit.trace(make(), seconds=1.5)
+        fused = trace.op("map(mask)")
+        assert "MapAndBatch" in fused.runtime
+        assert trace.calibration.costs[fused.name].how == FUSED
+        readings.append(fused.cpu_per_element)
 
     source = tf.data.Dataset.range(10**6).map(lambda i: tf.fill([98, 64], tf.cast(i, tf.float32)))
     runs = {}
@@ -103,4 +110,4 @@ def test_a_map_tf_data_fused_with_its_batch_is_calibrated_in_that_form():
             times[key].append(time.process_time() - c0)
     m = {key: statistics.median(v) for key, v in times.items()}
     truth = ((m["pair", 240] - m["pair", 60]) - (m["batch", 240] - m["batch", 60])) / (180 * 16)
-    assert fused.cpu_per_element == pytest.approx(truth, rel=0.3), (fused.cpu_per_element, truth)
+    assert statistics.median(readings) == pytest.approx(truth, rel=0.3), (readings, truth)
