@@ -266,11 +266,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         original = with_parallel_costs(ds, original, parallelized)
         ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
     prediction = predict(ev, layout_with(ev, changes))
-    if decisions.prediction is not None and decisions.prediction.throughput < prediction.throughput:
-        # the trace's own costs (before the parallel forms were calibrated), or latency and the
-        # GIL, bind lower: that prediction is the figure, with its limits and CPU per minibatch
-        prediction = decisions.prediction
-    predicted = prediction.throughput
+    predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
 
     contenders = [Contender(YOURS, build_yours, yours_fill)]
     if changes:

@@ -12,7 +12,6 @@ Each pass reads a *traced pipeline*: anything with ``.pipeline`` (the model) and
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, Protocol
@@ -59,8 +58,6 @@ SPARE_THREADS = 1
 SPARE_CALLS = 1.25
 #: Share of the LP's cores every costly operator keeps, so a cheap one is never starved.
 HEDGE_THETA = 0.05
-#: The limit a plan of waiting or Python operators meets: its calls in flight and the GIL.
-RESOURCE_LP = "calls in flight and the GIL (resource LP)"
 #: A batch you wrote sequential is made parallel only when that is predicted this much faster
 #: (:func:`_batches_as_written`).
 PARALLEL_BATCH_GAIN = 1.10
@@ -365,11 +362,7 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         # under the resource LP bounds it too (calls in flight, one core for all Python).
         planned = {c.node: float(c.value) for c in changes if c.what == "parallelism"}
         caps = {s.name: planned.get(s.name, float(s.parallelism or 1)) for s in tunable}
-        bound = solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput
-        if bound < predicted:  # the prediction shown is the one that sets the figure, and says so
-            predicted = bound
-            prediction = dataclasses.replace(prediction, throughput=bound, binding=RESOURCE_LP,
-                                             limits={**prediction.limits, RESOURCE_LP: bound})
+        predicted = min(predicted, solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput)
     return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=predicted,
                      theta_by_label=theta_by_label, prediction=prediction, charged=charged,
                      free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
