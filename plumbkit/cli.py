@@ -108,7 +108,7 @@ def cmd_service_up(args: argparse.Namespace) -> int:
     import threading
     import time
 
-    from .tfdata.service_processes import ServiceCluster
+    from .service.cluster import ServiceCluster
     client = [int(c) for c in args.client_cores.split(",")] if args.client_cores else None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

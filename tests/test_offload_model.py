@@ -4,11 +4,11 @@ import ast
 
 import pytest
 
-from plumbkit.export.service import rewrite_source
+from plumbkit.export.offload import rewrite_source
+from plumbkit.model.offload import Distribute
 from plumbkit.model.pipeline import Operator, Pipeline
-from plumbkit.model.service import Distribute
-from plumbkit.planning import offload as m
-from plumbkit.tfdata.service_processes import cpu_sets
+from plumbkit.planning import offload
+from plumbkit.service.cluster import cpu_sets
 
 MS = 1e-3
 
@@ -17,70 +17,70 @@ def setting(**kw):
     base = dict(consumer_ceiling=5000.0, consumer_cpu=0.05 * MS, local=90.0, local_cpu=11 * MS,
                 client_cores=1.0, cores_per_worker=1.0)
     base.update(kw)
-    return m.Setting(**base)
+    return offload.Setting(**base)
 
 
 def cut(node="b", label="batch(32)", **kw):
     base = dict(node=node, label=label, visit_ratio=1.0, bytes_per_minibatch=128.0, remote_cpu=6 * MS,
                 send_cpu=0.5 * MS, receive_cpu=0.8 * MS, transfer_rate=1500.0, client_cpu=5 * MS)
     base.update(kw)
-    return m.CutCosts(**base)
+    return offload.CutCosts(**base)
 
 
 def test_throughput_is_the_smallest_ceiling_and_names_it():
     s, c = setting(), cut()
-    one = m.predict(s, c, 1)
+    one = offload.predict(s, c, 1)
     assert one.bound == "workers' CPU" and one.throughput == pytest.approx(1 / (6.5 * MS))
     # Enough workers: the client (consumer + operators above the cut + receiving) binds.
-    many = m.predict(s, c, 8)
+    many = offload.predict(s, c, 8)
     assert many.bound == "client CPU" and many.throughput == pytest.approx(1 / (5.85 * MS))
-    assert m.predict(s, c, 0) == m.predict_local(s)
-    assert m.predict_local(s).throughput == pytest.approx(1 / (11 * MS))
+    assert offload.predict(s, c, 0) == offload.predict_local(s)
+    assert offload.predict_local(s).throughput == pytest.approx(1 / (11 * MS))
     # Throughput never falls as workers are added.
-    curve = [p.throughput for p in m.curve(s, c, 10)[1:]]
+    curve = [p.throughput for p in offload.curve(s, c, 10)[1:]]
     assert curve == sorted(curve)
 
 
 def test_sequential_operators_and_network_cap_throughput():
     s = setting(bandwidth=1e6, cores_per_worker=4)
     c = cut(remote_caps=(200.0,), bytes_per_minibatch=1e4, client_cpu=0.0)
-    assert m.predict(s, c, 1).bound == "network"  # 1e6 / 1e4 = 100 /s
+    assert offload.predict(s, c, 1).bound == "network"  # 1e6 / 1e4 = 100 /s
     s2 = setting(cores_per_worker=4)
-    assert m.predict(s2, c, 1).throughput == pytest.approx(200.0)  # 4 cores, but one sequential op
-    assert m.predict(s2, c, 1).bound == "a sequential remote operator"
+    assert offload.predict(s2, c, 1).throughput == pytest.approx(200.0)  # 4 cores, but one sequential op
+    assert offload.predict(s2, c, 1).bound == "a sequential remote operator"
 
 
 def test_workers_needed_is_the_smallest_count_meeting_the_target():
     s, c = setting(), cut(client_cpu=0.0)
-    assert m.workers_needed(s, c, 150, 10) == 1
-    assert m.workers_needed(s, c, 400, 10) == 3  # 3/6.5 ms = 461 >= 400/1.1
-    assert m.workers_needed(s, c, 10_000, 10) is None  # client-bound long before
+    assert offload.workers_needed(s, c, 150, 10) == 1
+    assert offload.workers_needed(s, c, 400, 10) == 3  # 3/6.5 ms = 461 >= 400/1.1
+    assert offload.workers_needed(s, c, 10_000, 10) is None  # client-bound long before
 
 
 def test_no_offload_when_the_local_pipeline_meets_the_target():
-    d = m.decide(setting(local=1000.0), [cut()], target=1050.0)
+    d = offload.decide(setting(local=1000.0), [cut()], target=1050.0)
     assert d.action == "do not offload" and "already runs at 1000.0" in d.reason and d.cut is None
 
 
 def test_no_offload_when_moving_the_data_costs_more_than_it_saves():
     # Big elements: receiving a minibatch costs the client more than computing it locally.
     big = cut(receive_cpu=20 * MS, client_cpu=0.0, bytes_per_minibatch=6e6)
-    d = m.decide(setting(local=500.0, local_cpu=2 * MS), [big])
+    d = offload.decide(setting(local=500.0, local_cpu=2 * MS), [big])
     assert d.action == "do not offload" and "levels off" in d.reason
 
 
 def test_cannot_offload_says_why():
-    d = m.decide(setting(), [], invalid={"map(py)": "runs Python"})
+    d = offload.decide(setting(), [], invalid={"map(py)": "runs Python"})
     assert d.action == "cannot offload" and "map(py): runs Python" in d.reason
 
 
 def test_the_cut_meeting_the_target_with_fewest_workers_wins():
     everything = cut("m2", "map(post)", remote_cpu=11 * MS, client_cpu=0.0)
     split = cut("b", "batch(32)", remote_cpu=6 * MS, client_cpu=5 * MS)
-    d = m.decide(setting(), [everything, split], target=140.0)
+    d = offload.decide(setting(), [everything, split], target=140.0)
     assert d.action == "offload" and d.cut.node == "b" and d.workers == 1 and d.meets_target
     # A target only the full offload reaches: more workers, everything remote.
-    d = m.decide(setting(), [everything, split], target=400.0)
+    d = offload.decide(setting(), [everything, split], target=400.0)
     assert d.cut.node == "m2" and d.workers == 5  # 5 / 11.5 ms = 435 (4 give 348 < 400 / 1.1)
 
 
@@ -88,15 +88,15 @@ def test_ties_go_to_the_cut_moving_fewer_bytes():
     # Same compute either side; the cut below the float conversion moves a quarter of the bytes.
     small = cut("d", "map(decode)", bytes_per_minibatch=1e5)
     large = cut("f", "map(to_float)", bytes_per_minibatch=4e5)
-    assert m.decide(setting(), [large, small], target=140.0).cut.node == "d"
+    assert offload.decide(setting(), [large, small], target=140.0).cut.node == "d"
 
 
 def test_unreachable_target_gives_the_plateau():
     c = cut(client_cpu=0.0)
-    d = m.decide(setting(), [c], target=1e6, max_workers=32)
+    d = offload.decide(setting(), [c], target=1e6, max_workers=32)
     assert d.action == "offload" and not d.meets_target
     assert "out of reach" in d.reason and "client CPU" in d.reason
-    assert d.workers == m.plateau(setting(), c, 32).workers < 32
+    assert d.workers == offload.plateau(setting(), c, 32).workers < 32
 
 
 def _pipeline(*ops):
@@ -115,24 +115,24 @@ PIPE = _pipeline(("p", "prefetch", "prefetch(2)"), ("b", "batch", "batch(32)"), 
 def test_candidate_cuts_skip_prefetch_and_keep_the_useful_ones():
     shares = {"b": 0.02, "f": 0.1, "d": 0.8, "r": 0.01}
     sizes = {"b": 4e5, "f": 4e5, "d": 1e5, "r": 256}
-    cuts = m.candidate_cuts(PIPE, {}, cpu_share=shares, bytes_per_minibatch=sizes)
+    cuts = offload.candidate_cuts(PIPE, {}, cpu_share=shares, bytes_per_minibatch=sizes)
     names = [c.name for c in cuts]
     assert "p" not in names and names[0] == "b"  # root side first; never at a prefetch
     assert "d" in names  # below the size-increasing float conversion, and holds the heavy decode
     assert "r" not in names  # offloads ~1% of the CPU
     # Two cuts: everything remote, and the split closest to half the CPU on each side.
-    two = m.candidate_cuts(PIPE, {}, cpu_share={"b": 0.02, "f": 0.45, "d": 0.45, "r": 0.01}, limit=2)
+    two = offload.candidate_cuts(PIPE, {}, cpu_share={"b": 0.02, "f": 0.45, "d": 0.45, "r": 0.01}, limit=2)
     assert [c.name for c in two] == ["b", "d"]
 
 
 def test_python_functions_stay_on_the_client():
     python = {"f": "EagerPyFunc"}
-    bad = m.invalid_cuts(PIPE, python)
+    bad = offload.invalid_cuts(PIPE, python)
     assert set(bad) == {"prefetch(2)", "batch(32)", "map(to_float)"}
     assert "Could not find callback" in bad["batch(32)"] and "map(to_float)" in bad["batch(32)"]
-    cuts = m.candidate_cuts(PIPE, python, cpu_share={"d": 0.9, "f": 0.05, "r": 0.01})
+    cuts = offload.candidate_cuts(PIPE, python, cpu_share={"d": 0.9, "f": 0.05, "r": 0.01})
     assert [c.name for c in cuts] == ["d"]
-    assert m.candidate_cuts(PIPE, {"r": "PyFunc"}) == []
+    assert offload.candidate_cuts(PIPE, {"r": "PyFunc"}) == []
 
 
 def test_cpu_sets_keep_the_client_cores_free():
@@ -178,15 +178,15 @@ def test_export_at_top_level_defines_the_dispatcher_variable():
 
 
 def test_a_stall_names_the_lost_worker_or_says_it_cannot():
-    from plumbkit.model.service import LostWorker
-    from plumbkit.tfdata.service_client import Watch, _stall
+    from plumbkit.service.client import Watch, stall_error
+    from plumbkit.service.errors import LostWorker
     lost = [LostWorker(1, 4242, "127.0.0.1:5001", "killed by SIGKILL")]
-    ours = _stall(3996, 10.2, lost, Watch(expected=4000, sharding="DYNAMIC"), True)
+    ours = stall_error(3996, 10.2, lost, Watch(expected=4000, sharding="DYNAMIC"), True)
     assert ours.elements == 3996 and ours.lost == tuple(lost)
     assert str(ours).startswith("the tf.data service stalled: no element for 10 s after 3,996 of 4,000 arrived; "
                                 "lost worker 1 (pid 4242, 127.0.0.1:5001) killed by SIGKILL.")
     assert "waits at the end of the epoch for the lost worker's task" in str(ours)
-    theirs = _stall(12, 10.0, [], Watch(), False)
+    theirs = stall_error(12, 10.0, [], Watch(), False)
     assert "plumbkit did not start these workers, so it cannot tell which" in str(theirs)
 
 
@@ -213,21 +213,21 @@ def single_elements(**kw):
 def test_one_round_trip_per_worker_binds_single_element_cuts():
     s = setting(consumer_cpu=0.06 * MS)
     c = single_elements()
-    t = m.terms(s, c, 1)
+    t = offload.terms(s, c, 1)
     # Fully overlapped, the worker's core (compute + send) would allow 92 /s and the client 105:
     assert t["workers' CPU"] == pytest.approx(1 / (10.88 * MS)) and t["client CPU"] > 100
     # ... but the round trips wait for the busy cores: 60-75 /s (measured 70.6).
-    point = m.predict(s, c, 1)
+    point = offload.predict(s, c, 1)
     assert point.bound == "element exchange" and 60 < point.throughput < 75
     # With nothing to compute on either side, the exchange runs at the measured transfer rate.
-    idle = m.exchange_rate(setting(consumer_cpu=0.0), single_elements(remote_cpu=0.0, client_cpu=0.0), 1)
+    idle = offload.exchange_rate(setting(consumer_cpu=0.0), single_elements(remote_cpu=0.0, client_cpu=0.0), 1)
     assert idle == pytest.approx(101.6, rel=1e-6)
     # A worker core that computes nearly all the time: the round trips wait for it, and the
     # bound says the core is the cause.
-    busy = m.predict(s, single_elements(visit_ratio=1.0, remote_cpu=8 * MS, send_cpu=0.1 * MS, receive_cpu=0.1 * MS,
-                                        transfer_rate=3000.0, client_cpu=0.0), 1)
+    busy = offload.predict(s, single_elements(visit_ratio=1.0, remote_cpu=8 * MS, send_cpu=0.1 * MS,
+                                              receive_cpu=0.1 * MS, transfer_rate=3000.0, client_cpu=0.0), 1)
     assert busy.bound.startswith("workers' CPU") and busy.throughput == pytest.approx(1 / (8.1 * MS), rel=0.03)
     # A second worker adds a second round trip in flight, as far as the client's cores allow.
-    assert m.exchange_rate(s, c, 1) < m.exchange_rate(s, c, 2) < t["client CPU"]
+    assert offload.exchange_rate(s, c, 1) < offload.exchange_rate(s, c, 2) < t["client CPU"]
     roomy = setting(consumer_cpu=0.06 * MS, client_cores=4.0)
-    assert m.exchange_rate(roomy, c, 2) > 1.5 * m.exchange_rate(roomy, c, 1)
+    assert offload.exchange_rate(roomy, c, 2) > 1.5 * offload.exchange_rate(roomy, c, 1)

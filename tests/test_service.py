@@ -24,12 +24,14 @@ import tensorflow as tf
 import plumbkit
 from plumbkit.bench.examples import planted_work
 from plumbkit.bench.offload import big_and_cheap, two_stage
-from plumbkit.model.service import ServiceStall
 from plumbkit.planning.offload import invalid_cuts
+from plumbkit.service.client import InProcessClient, Watch, shared_client
+from plumbkit.service.cluster import ServiceCluster
+from plumbkit.service.errors import ServiceStall
+from plumbkit.service.processes import can_pin, usable_cores
 from plumbkit.tfdata.graph import pipeline_of
-from plumbkit.tfdata.service import graph_of, pipeline_request, python_nodes
-from plumbkit.tfdata.service_client import InProcessClient, Watch, shared_client
-from plumbkit.tfdata.service_processes import ServiceCluster, can_pin, usable_cores
+from plumbkit.tfdata.offload_graph import graph_of, python_nodes
+from plumbkit.tfdata.offload_requests import pipeline_request
 
 CLIENT = usable_cores()[:1] if len(usable_cores()) > 1 else None
 
@@ -82,7 +84,7 @@ def test_offloaded_pipeline_yields_the_same_elements_sharding_off_one_worker(clu
 
 def test_measuring_uses_its_own_job_names():
     from plumbkit.engine.offload import _job_name
-    from plumbkit.tfdata.service import served_plan
+    from plumbkit.tfdata.offload_requests import served_plan
     request = {**pipeline_request(pairs()), "what": "served", "cut": "x",
                "service": {"address": "grpc://127.0.0.1:1", "sharding": "OFF"}}
     names = {served_plan(request).job_name for _ in range(3)}  # what plumbkit's measurements use
@@ -253,7 +255,7 @@ def test_service_up_prints_the_address_reports_a_lost_worker_and_stops_on_ctrl_c
         address = re.search(r"dispatcher: (grpc://127\.0\.0\.1:\d+)", text).group(1)
         pids = [int(p) for p in re.findall(r"pid (\d+)", text)]
         worker_pid = int(re.search(r"worker 0: pid (\d+)", text).group(1))
-        from plumbkit.tfdata.service_processes import reachable
+        from plumbkit.service.cluster import reachable
         assert reachable(address) and len(pids) == 2
         os.kill(worker_pid, signal.SIGKILL)
         while not any(line.startswith("LOST worker 0") for line in lines) and time.monotonic() < deadline:

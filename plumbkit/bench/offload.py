@@ -14,8 +14,9 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from ..engine.offload import OffloadPlan, offload
-from ..planning import offload as model
-from ..tfdata.service_processes import ServiceCluster, usable_cores
+from ..planning.offload import curve, predict
+from ..service.cluster import ServiceCluster
+from ..service.processes import usable_cores
 from .examples import planted_work
 
 Log = Callable[[str], None]
@@ -61,7 +62,7 @@ def summarize(name: str, plan: OffloadPlan, targets: tuple[float, ...] = (), max
              "samples": [r.throughput for r in plan.runs.get(0, [])]}
     per_cut = []
     for c in plan.cuts:
-        point = model.predict(plan.setting, c, n)
+        point = predict(plan.setting, c, n)
         chosen = plan.distribute is not None and c.node == plan.distribute.cut
         measured = plan.measured.get(n) if chosen else c.measured.get(n)
         per_cut.append({"cut": c.label, "chosen": chosen, "predicted": point.throughput, "bound": point.bound,
@@ -71,10 +72,10 @@ def summarize(name: str, plan: OffloadPlan, targets: tuple[float, ...] = (), max
     sizing = []
     for target in targets:
         d = plan.size(target, max_workers)
-        curve = model.curve(plan.setting, d.cut, max_workers) if d.cut is not None else []
+        points = curve(plan.setting, d.cut, max_workers) if d.cut is not None else []
         sizing.append({"target": target, "decision": d.action, "cut": d.cut.label if d.cut else None,
                        "workers": d.workers, "predicted": d.predicted, "meets": d.meets_target,
-                       "curve": [[p.workers, p.throughput, p.bound] for p in curve]})
+                       "curve": [[p.workers, p.throughput, p.bound] for p in points]})
     return {
         "pipeline": name, "decision": plan.decision, "reason": plan.reason,
         "cut": plan.distribute.cut_label if plan.distribute else None,

@@ -18,13 +18,16 @@ import hashlib
 import statistics
 from typing import Any, Callable
 
+from ..model.offload import Distribute
 from ..model.pipeline import AUTOTUNE, Pipeline
-from ..model.service import Distribute, ServiceError
-from ..planning import offload as model
+from ..planning.offload import (SPEEDUP_THRESHOLD, CutCosts, Setting, candidate_cuts, curve, decide, invalid_cuts,
+                                plateau, predict, predict_local, sequential_caps, unhelpful_cuts)
+from ..service.client import InProcessClient, MeasuringClient, Watch, shared_client
+from ..service.cluster import ServiceCluster, reachable
+from ..service.errors import ServiceError
+from ..service.processes import usable_cores
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
-from ..tfdata.service import encode_spec, graph_of, python_nodes
-from ..tfdata.service_client import InProcessClient, MeasuringClient, Watch, shared_client
-from ..tfdata.service_processes import ServiceCluster, reachable, usable_cores
+from ..tfdata.offload_graph import encode_spec, graph_of, python_nodes
 from .measuring import Progress, measure
 from .offload_plan import OffloadPlan, Run
 from .scheduler import operation
@@ -223,22 +226,22 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
     sequential = [o.name for o in traced.ops if o.name in pipe.operators and o.sequential
                   and pipe[o.name].kind not in ("prefetch",)]
     volume = {o.name: (o.visit_ratio or 0) * (o.bytes_per_element or 0) for o in traced.ops}
-    setting = model.Setting(consumer_ceiling=_best_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
-                            local_cpu=local_cpu, client_cores=client_cores, cores_per_worker=cores_per_worker,
-                            bandwidth=bandwidth, local_caps=model.sequential_caps(op_cost, sequential))
+    setting = Setting(consumer_ceiling=_best_rate(ideal), consumer_cpu=consumer_cpu, local=_rate(local),
+                      local_cpu=local_cpu, client_cores=client_cores, cores_per_worker=cores_per_worker,
+                      bandwidth=bandwidth, local_caps=sequential_caps(op_cost, sequential))
     if probes[0] < DEDICATED:
         # Neighbours took most of the client's core while the local pipeline ran: decide on what
         # its measured CPU gives a core of its own, as every served prediction is made.
-        setting = dataclasses.replace(setting, local=model.predict_local(setting).throughput, local_source="predicted")
-    invalid = {**model.invalid_cuts(pipe, python), **model.unhelpful_cuts(pipe, python, shares)}
+        setting = dataclasses.replace(setting, local=predict_local(setting).throughput, local_source="predicted")
+    invalid = {**invalid_cuts(pipe, python), **unhelpful_cuts(pipe, python, shares)}
     goal = target if target is not None else setting.consumer_ceiling
     source = "yours" if target is not None else "consumer ceiling (measured)"
-    candidates = ([] if setting.local * model.SPEEDUP_THRESHOLD >= goal else
-                  model.candidate_cuts(pipe, python, cpu_share=shares, bytes_per_minibatch=volume, limit=max_cuts))
+    candidates = ([] if setting.local * SPEEDUP_THRESHOLD >= goal else
+                  candidate_cuts(pipe, python, cpu_share=shares, bytes_per_minibatch=volume, limit=max_cuts))
     worker_cores = n_now * cores_per_worker if pids else 0.0
     runs: dict[int, list[Run]] = {0: [Run.of(0, local, client_cores, 0.0)]}
     served_runs: dict[str, Run] = {}
-    cuts: list[model.CutCosts] = []
+    cuts: list[CutCosts] = []
     for i, op in enumerate(candidates):
         step = 0.15 + 0.6 * i / max(1, len(candidates))
         visit = _visit_ratio(op.name, stats, cardinalities, pipe)
@@ -260,7 +263,7 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         send = _per(moved, "worker_cpu") * visit if pids else receive  # other processes' CPU: 10 ms ticks
         remote_cpu = _per(remote, "cpu") * visit
         below = {o.name for o in [op] + pipe.descendants(op.name)}
-        cuts.append(model.CutCosts(
+        cuts.append(CutCosts(
             node=op.name, label=op.label, visit_ratio=visit,
             bytes_per_minibatch=volume.get(op.name) or None, remote_cpu=remote_cpu,
             send_cpu=send, receive_cpu=receive, transfer_rate=_rate(moved) / max(visit, 1e-12),
@@ -270,13 +273,13 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
             # the served pipeline's runs are only what the prediction is checked against.
             service_cpu=max(0.0, serving.worker_cpu * visit - remote_cpu - send) if pids else 0.0,
             dispatcher_cpu=serving.dispatcher_cpu * visit,
-            remote_caps=model.sequential_caps(op_cost, [n for n in sequential if n in below]),
-            client_caps=model.sequential_caps(op_cost, [n for n in sequential if n not in below]),
+            remote_caps=sequential_caps(op_cost, [n for n in sequential if n in below]),
+            client_caps=sequential_caps(op_cost, [n for n in sequential if n not in below]),
             send_measured=bool(pids), measured={n_now: served_runs[op.name].throughput}))
     if cuts and not pids:
         notes.append("plumbkit did not start these workers: their cost of sending is assumed equal to the "
                      "client's cost of receiving, and what serving adds on them (DYNAMIC's splits) is unknown")
-    decision = model.decide(setting, cuts, target=goal, max_workers=max_workers, invalid=invalid)
+    decision = decide(setting, cuts, target=goal, max_workers=max_workers, invalid=invalid)
     distribute = None
     if decision.action == "offload" and decision.cut is not None:
         cut = decision.cut
@@ -310,14 +313,14 @@ def _plan(ds, pipe: Pipeline, cardinalities, graph_bytes, spec_bytes, python, tr
         notes.append(f"busy machine: a spinning probe got {' and '.join(busy)} (other processes took the "
                      f"rest); measured throughput is then a share of what the predictions, made for cores "
                      f"of their own, say (CPU per minibatch moves much less)")
-    chosen = decision.cut or (max(cuts, key=lambda c: model.plateau(setting, c, max_workers).throughput)
+    chosen = decision.cut or (max(cuts, key=lambda c: plateau(setting, c, max_workers).throughput)
                               if cuts else None)
-    curve = (model.curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
-             if chosen is not None else [model.predict_local(setting)])
+    points = (curve(setting, chosen, max(CURVE_WORKERS, decision.workers or 0, n_now))
+              if chosen is not None else [predict_local(setting)])
     progress("done", 1.0)
     plan = OffloadPlan(
         decision=decision.action, reason=decision.reason, target=goal, target_source=source,
-        distribute=distribute, workers=decision.workers, predicted=curve, measured=measured,
+        distribute=distribute, workers=decision.workers, predicted=points, measured=measured,
         runs=runs, cuts=cuts, setting=setting, invalid=invalid, cpu_shares=probes, worker_core_shares=worker_probes,
         address=service.address if not service.own else None, workers_available=n_now, trace=traced,
         notes=notes, max_workers=max_workers, _graph=graph_bytes, _spec=spec_bytes)
@@ -338,11 +341,11 @@ def _visit_ratio(node: str, stats: dict, cardinalities: dict[str, int], pipe: Pi
     return 1.0
 
 
-def _compression(setting: model.Setting, cut: model.CutCosts, n: int, asked: str | None) -> str | None:
+def _compression(setting: Setting, cut: CutCosts, n: int, asked: str | None) -> str | None:
     """Compress only when the network is what binds (with a bandwidth given) or when asked."""
     if asked is not None:
         return asked
-    point = model.predict(setting, cut, n)
+    point = predict(setting, cut, n)
     return "AUTO" if point.bound == "network" else None
 
 

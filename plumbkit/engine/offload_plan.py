@@ -1,7 +1,7 @@
 """The result of ``plumbkit.offload``: what was measured, what the model predicts, what to do.
 
 :class:`OffloadPlan` holds the decision (offload, do not offload, cannot offload), the cut as a
-:class:`~plumbkit.model.service.Distribute`, the predicted curve against worker count, every
+:class:`~plumbkit.model.offload.Distribute`, the predicted curve against worker count, every
 measured run (:class:`Run`), and what applies it: the served Dataset and the user's cell with
 ``distribute()`` written in.
 """
@@ -13,10 +13,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..model.service import Distribute, ServiceError
-from ..planning import offload as model
-from ..tfdata.service import offloaded_from_request
-from ..tfdata.service_processes import reachable
+from ..model.offload import Distribute
+from ..planning.offload import (MEETS, CutCosts, Decision, Point, Setting, decide, predict, predict_local,
+                                workers_needed)
+from ..service.cluster import reachable
+from ..service.errors import ServiceError
+from ..tfdata.offload_graph import offloaded_from_request
 from .trace_result import Trace
 
 if TYPE_CHECKING:
@@ -66,11 +68,11 @@ class OffloadPlan:
     target_source: str  # "consumer ceiling (measured)" or "yours"
     distribute: Distribute | None
     workers: int | None  # recommended worker count
-    predicted: list[model.Point]
+    predicted: list[Point]
     measured: dict[int, float]  # workers -> median measured minibatches/s
     runs: dict[int, list[Run]]  # workers -> every measured run, in the order measured
-    cuts: list[model.CutCosts]
-    setting: model.Setting
+    cuts: list[CutCosts]
+    setting: Setting
     invalid: dict[str, str]
     address: str | None
     workers_available: int
@@ -85,7 +87,7 @@ class OffloadPlan:
 
     # -- numbers ----------------------------------------------------------------------------
     @property
-    def cut(self) -> model.CutCosts | None:
+    def cut(self) -> CutCosts | None:
         if self.distribute is None:
             return None
         return next((c for c in self.cuts if c.node == self.distribute.cut), None)
@@ -103,22 +105,22 @@ class OffloadPlan:
         """Predicted minibatches/s with ``workers`` workers at the chosen cut (0: local)."""
         cut = self.cut or (self.cuts[0] if self.cuts else None)
         if cut is None or workers == 0:
-            return model.predict_local(self.setting).throughput
-        return model.predict(self.setting, cut, workers).throughput
+            return predict_local(self.setting).throughput
+        return predict(self.setting, cut, workers).throughput
 
     def workers_for(self, target: float) -> int | None:
         """Smallest worker count predicted to meet ``target`` minibatches/s at the chosen cut
         (0 if the local pipeline does; None if no count up to ``max_workers`` does). For the
         best cut for another target, see :meth:`size`."""
-        if self.setting.local * model.MEETS >= target:
+        if self.setting.local * MEETS >= target:
             return 0
         cut = self.cut or (self.cuts[0] if self.cuts else None)
-        return None if cut is None else model.workers_needed(self.setting, cut, target, self.max_workers)
+        return None if cut is None else workers_needed(self.setting, cut, target, self.max_workers)
 
-    def size(self, target: float, max_workers: int | None = None) -> model.Decision:
+    def size(self, target: float, max_workers: int | None = None) -> Decision:
         """The decision for another ``target`` on the costs measured here: cut and worker count."""
-        return model.decide(self.setting, self.cuts, target=target, max_workers=max_workers or self.max_workers,
-                            invalid=self.invalid)
+        return decide(self.setting, self.cuts, target=target, max_workers=max_workers or self.max_workers,
+                      invalid=self.invalid)
 
     @property
     def predicted_speedup(self) -> float | None:
@@ -184,7 +186,7 @@ class OffloadPlan:
     def rewrite_source(self, source: str, *, dispatcher: str = "dispatcher") -> str:
         """The user's cell with ``distribute()`` written in at the cut (the dispatcher's address a
         parameter named ``dispatcher``), or unchanged when there is nothing to offload."""
-        from ..export.service import rewrite_source
+        from ..export.offload import rewrite_source
         if self.distribute is None:
             return source
         return rewrite_source(source, self.distribute, root_label=self.trace.pipeline[self.trace.pipeline.root].label,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..model.units import human_bytes
 
 if TYPE_CHECKING:
-    from ..engine.offload import OffloadPlan
+    from ..engine.offload_plan import OffloadPlan
 
 
 def _ms(seconds: float) -> str:

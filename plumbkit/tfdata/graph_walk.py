@@ -2,7 +2,7 @@
 
 The one place these walks over a GraphDef live: :mod:`plumbkit.tfdata.graph_edits`,
 :mod:`plumbkit.tfdata.live_state`, :mod:`plumbkit.tfdata.memory_guard` and
-:mod:`plumbkit.tfdata.service` all prune or follow inputs the same way.
+:mod:`plumbkit.tfdata.offload_graph` all prune or follow inputs the same way.
 """
 
 from __future__ import annotations

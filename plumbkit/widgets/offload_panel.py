@@ -12,7 +12,8 @@ from typing import Any
 
 import ipywidgets as w
 
-from ..engine.offload import OffloadPlan, offload
+from ..engine.offload import offload
+from ..engine.offload_plan import OffloadPlan
 from ..export.source import CodegenError
 from ..render.offload import offload_html
 from .common import background

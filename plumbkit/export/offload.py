@@ -14,7 +14,7 @@ import ast
 import io
 import tokenize
 
-from ..model.service import Distribute
+from ..model.offload import Distribute
 from .source import CodegenError, _offsets, find_site, parse_cell, restore_magics
 
 

@@ -1,6 +1,6 @@
 """One tf.data service server (a DispatchServer or a WorkerServer) as its own process.
 
-Run by path (``python -c BOOT``, see :mod:`plumbkit.tfdata.service_processes`), after the boot
+Run by path (``python -c BOOT``, see :mod:`plumbkit.service.processes`), after the boot
 code has pinned the process to its CPU set: it imports only the standard library and
 TensorFlow, so TensorFlow sizes its thread pools for the cores the process may use. It prints
 one JSON line when the server is up (its address and pid), then serves until SIGTERM or

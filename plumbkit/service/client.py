@@ -1,9 +1,9 @@
 """plumbkit's measuring client: a process pinned to the client's cores that runs measurements
-through the tf.data service (:func:`plumbkit.tfdata.service.handle`) and never hangs.
+through the tf.data service (:func:`plumbkit.tfdata.offload_requests.handle`) and never hangs.
 
 It reports the elements it has received a few times a second; when they stop (a lost worker:
 TF 2.21 waits at the end of a DYNAMIC epoch for the dead worker's task), the parent kills it
-and raises :class:`~plumbkit.model.service.ServiceStall` naming the lost worker (for workers
+and raises :class:`~plumbkit.service.errors.ServiceStall` naming the lost worker (for workers
 plumbkit started) and the elements received. :class:`InProcessClient` speaks the same protocol
 in this process, for pipelines whose Python functions only live here. Requests and answers
 are length-prefixed pickles on two pipes of the client's own.
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..model.errors import PipelineError
-from ..model.service import LostWorker, ServiceError, ServiceStall
-from .service_processes import (STARTUP_SECONDS, ServiceCluster, _describe_exit, _launch, _log_tail, can_pin,
-                                package_parent)
+from .cluster import ServiceCluster
+from .errors import LostWorker, ServiceError, ServiceStall
+from .processes import STARTUP_SECONDS, can_pin, describe_exit, launch, log_tail, package_parent
 
 
 def _send(fd: int, obj: Any) -> None:
@@ -73,7 +73,9 @@ class Watch:
     sharding: str | None = None
 
 
-def _stall(elements: int, waited: float, lost: list[LostWorker], watch: Watch, started_workers: bool) -> ServiceStall:
+def stall_error(elements: int, waited: float, lost: list[LostWorker], watch: Watch,
+                started_workers: bool) -> ServiceStall:
+    """The :class:`ServiceStall` for a run that got ``elements`` and then nothing for ``waited`` s."""
     if lost:
         who = "; ".join(str(w) for w in lost)
         why = f"lost {who}"
@@ -121,7 +123,7 @@ class MeasuringClient:
         resp_r, resp_w = os.pipe()
         args = {"main": "client", "cores": self.cores if can_pin() else None, "requests": req_r,
                 "responses": resp_w, "package_parent": package_parent()}
-        self._popen = _launch(args, self._log, pass_fds=(req_r, resp_w), stdout=subprocess.DEVNULL)
+        self._popen = launch(args, self._log, pass_fds=(req_r, resp_w), stdout=subprocess.DEVNULL)
         os.close(req_r)
         os.close(resp_w)
         self._to, self._from = req_w, resp_r
@@ -144,8 +146,8 @@ class MeasuringClient:
                 break
         code = self._popen.poll()
         self.close()
-        raise ServiceError(f"the measuring client {_describe_exit(code) if code is not None else 'did not answer'}: "
-                           f"{_log_tail(self._log) or 'no output'}")
+        raise ServiceError(f"the measuring client {describe_exit(code) if code is not None else 'did not answer'}: "
+                           f"{log_tail(self._log) or 'no output'}")
 
     def call(self, request: dict[str, Any], watch: Watch | None = None,
              on_progress: Callable[[int], None] | None = None) -> Any:
@@ -180,15 +182,15 @@ class MeasuringClient:
             if self._popen.poll() is not None:
                 code = self._popen.poll()
                 self.close()
-                raise ServiceError(f"the measuring client {_describe_exit(code)}: "
-                                   f"{_log_tail(self._log) or 'no output'}")
+                raise ServiceError(f"the measuring client {describe_exit(code)}: "
+                                   f"{log_tail(self._log) or 'no output'}")
             stalled = ((elements == 0 and now - start > watch.first_within)
                        or (elements > 0 and watch.stall_after and now - last_change > watch.stall_after)
                        or (watch.deadline is not None and now - start > watch.deadline))
             if stalled:
                 self.close()
                 lost = self.cluster.lost_workers() if self.cluster is not None else []
-                raise _stall(elements, now - last_change, lost, watch, self.cluster is not None)
+                raise stall_error(elements, now - last_change, lost, watch, self.cluster is not None)
 
     def close(self) -> None:
         """Stop the client process (the next call starts a fresh one)."""
@@ -247,7 +249,7 @@ class InProcessClient:
 
     def call(self, request: dict[str, Any], watch: Watch | None = None,
              on_progress: Callable[[int], None] | None = None) -> Any:
-        from .service import Counter, handle
+        from ..tfdata.offload_requests import Counter, handle
         watch = watch or Watch()
         counter, box = Counter(), {}
 
@@ -271,7 +273,7 @@ class InProcessClient:
                     or (elements > 0 and watch.stall_after and now - last_change > watch.stall_after)
                     or (watch.deadline is not None and now - start > watch.deadline)):
                 lost = self.cluster.lost_workers() if self.cluster is not None else []
-                raise _stall(elements, now - last_change, lost, watch, self.cluster is not None)
+                raise stall_error(elements, now - last_change, lost, watch, self.cluster is not None)
         gc.collect()  # the request's iterators end now (see client_main)
         if "error" in box:
             err = box["error"]
@@ -301,7 +303,7 @@ def client_main(args: dict[str, Any]) -> None:
     threading.Thread(target=orphaned, daemon=True).start()
 
     import tensorflow as tf  # noqa: F401 - imported after pinning, so pools fit the cores
-    from .service import Counter, handle
+    from ..tfdata.offload_requests import Counter, handle
     cores = sorted(os.sched_getaffinity(0)) if can_pin() else None
     send({"ready": True, "pid": os.getpid(), "cores": cores})
     while True:
@@ -335,4 +337,4 @@ def _first_line(message: str) -> str:
     return lines[0] if lines else message
 
 
-__all__ = ["InProcessClient", "MeasuringClient", "Watch", "client_main", "shared_client"]
+__all__ = ["InProcessClient", "MeasuringClient", "Watch", "client_main", "shared_client", "stall_error"]

@@ -1,11 +1,10 @@
-"""tf.data service processes on this machine: a dispatcher and workers, each its own process.
+"""A tf.data service on this machine: a dispatcher and workers, each its own process.
 
-Every process is started by a small boot snippet that pins it to its CPU set *before*
-TensorFlow is imported (so TensorFlow sizes its thread pools for those cores), on loopback
-addresses (127.0.0.1). :class:`ServiceCluster` runs a ``DispatchServer`` (with a ``work_dir``
-for its journal) and ``WorkerServer`` s (:mod:`.service_server`), knows which worker died and
-how, and stops them all (also at interpreter exit). The same boot starts plumbkit's measuring
-client (:mod:`.service_client`) on the cores the cluster keeps for the client.
+Each process is pinned to its CPU set before TensorFlow is imported (:mod:`.processes`), on
+loopback addresses (127.0.0.1). :class:`ServiceCluster` runs a ``DispatchServer`` (with a
+``work_dir`` for its journal) and ``WorkerServer`` s (:mod:`.server`), knows which worker died
+and how, and stops them all (also at interpreter exit). plumbkit's measuring client
+(:mod:`.client`) runs on the cores the cluster keeps for the client.
 
 Note: TensorFlow 2.21's gRPC servers listen on all interfaces (``*:port``; no option narrows
 it); plumbkit advertises and connects to 127.0.0.1 only.
@@ -20,7 +19,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import weakref
@@ -28,46 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..model.service import LostWorker, ServiceError
-
-_HERE = Path(__file__).resolve().parent
-_PACKAGE_PARENT = str(_HERE.parents[1])
-#: Pins the new process, then runs its main. ``sys.argv[1]`` is a JSON object of arguments.
-_BOOT = """
-import json, os, sys
-args = json.loads(sys.argv[1])
-cores = args.get("cores")
-if cores and hasattr(os, "sched_setaffinity"):
-    try:
-        os.sched_setaffinity(0, cores)
-    except OSError:
-        pass
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-if args["main"] == "server":
-    import runpy
-    sys.argv = [args["script"], args["role"], json.dumps(args)]
-    runpy.run_path(args["script"], run_name="__main__")
-else:
-    # Only the rooms the client needs (model, tfdata): not the package's __init__, which
-    # would load the engine, the LP solver and plotting for nothing.
-    import types
-    package = types.ModuleType("plumbkit")
-    package.__path__ = [os.path.join(args["package_parent"], "plumbkit")]
-    sys.modules["plumbkit"] = package
-    from plumbkit.tfdata.service_client import client_main
-    client_main(args)
-"""
-#: Seconds a server or the client may take to start (TensorFlow's import included).
-STARTUP_SECONDS = 120.0
-
-
-def can_pin() -> bool:
-    """Whether this OS lets plumbkit give each process its own CPU set."""
-    return hasattr(os, "sched_setaffinity") and hasattr(os, "sched_getaffinity")
-
-
-def usable_cores() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if can_pin() else list(range(os.cpu_count() or 1))
+from .errors import LostWorker, ServiceError
+from .processes import (SERVER_SCRIPT, STARTUP_SECONDS, can_pin, core_share, describe_exit, launch, log_tail,
+                        usable_cores)
 
 
 def cpu_sets(workers: int, cores: Sequence[int], client_cores: Sequence[int] | None = None
@@ -78,63 +39,6 @@ def cpu_sets(workers: int, cores: Sequence[int], client_cores: Sequence[int] | N
     spare = [c for c in cores if c not in set(client_cores or ())] or list(cores)
     per_worker = [[spare[i % len(spare)]] for i in range(workers)]
     return [spare[0]], per_worker
-
-
-def package_parent() -> str:
-    """The folder holding the ``plumbkit`` package (what child processes put on their path)."""
-    return _PACKAGE_PARENT
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_PARENT] + rest)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    return env
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exited with status {code}"
-
-
-def _log_tail(path: Path, lines: int = 6) -> str:
-    try:
-        text = path.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    useful = [t for t in text if "oneDNN" not in t and "absl::InitializeLog" not in t]
-    return " | ".join(useful[-lines:])
-
-
-_SPIN = """
-import os, sys, time
-cores = [int(c) for c in sys.argv[1].split(",") if c]
-if cores and hasattr(os, "sched_setaffinity"):
-    os.sched_setaffinity(0, cores)
-t0, c0 = time.perf_counter(), time.process_time()
-while time.perf_counter() - t0 < float(sys.argv[2]):
-    sum(range(200))
-print((time.process_time() - c0) / (time.perf_counter() - t0))
-"""
-
-
-def core_share(cores: Sequence[int] | None, seconds: float = 0.3) -> float:
-    """Share of one of ``cores`` a spinning process gets right now (about 1 when nothing else
-    wants it; measured in a small process of its own, no TensorFlow)."""
-    arg = ",".join(str(c) for c in cores or [])
-    try:
-        out = subprocess.run([sys.executable, "-c", _SPIN, arg, str(seconds)], capture_output=True, text=True,
-                             timeout=30 + seconds, check=True).stdout
-        return float(out.strip())
-    except (subprocess.SubprocessError, ValueError, OSError):
-        return float("nan")
 
 
 def reachable(address: str, timeout: float = 2.0) -> bool:
@@ -175,12 +79,6 @@ class ServerProcess:
         return f"{name}: pid {self.pid}, {self.address}{cores}"
 
 
-def _launch(args: dict[str, Any], log: Path, **popen: Any) -> subprocess.Popen:
-    with open(log, "ab") as err:
-        return subprocess.Popen([sys.executable, "-c", _BOOT, json.dumps(args)], env=_child_env(),
-                                stderr=err, stdin=subprocess.DEVNULL, start_new_session=True, **popen)
-
-
 def _read_ready(proc: ServerProcess, timeout: float) -> dict[str, Any]:
     """The server's one JSON line, or ServiceError (it died, or said nothing in ``timeout`` s)."""
     stream = proc.popen.stdout
@@ -200,8 +98,8 @@ def _read_ready(proc: ServerProcess, timeout: float) -> dict[str, Any]:
         elif not proc.alive:
             break
     what = proc.describe().split(":")[0]
-    raise ServiceError(f"the tf.data service {what} did not start ({_describe_exit(proc.popen.poll())}): "
-                       f"{_log_tail(proc.log) or 'no output'}")
+    raise ServiceError(f"the tf.data service {what} did not start ({describe_exit(proc.popen.poll())}): "
+                       f"{log_tail(proc.log) or 'no output'}")
 
 
 class ServiceCluster:
@@ -252,9 +150,9 @@ class ServiceCluster:
 
     def _spawn(self, role: str, index: int, cores: list[int] | None, extra: dict) -> ServerProcess:
         log = Path(self._own_dir) / f"{role}-{index}.log"
-        args = {"main": "server", "script": str(_HERE / "service_server.py"), "role": role,
+        args = {"main": "server", "script": SERVER_SCRIPT, "role": role,
                 "cores": cores if can_pin() else None, **extra}
-        proc = ServerProcess(role, index, _launch(args, log, stdout=subprocess.PIPE), log,
+        proc = ServerProcess(role, index, launch(args, log, stdout=subprocess.PIPE), log,
                              cores if can_pin() else None)
         self._processes.append(proc)
         return proc
@@ -329,7 +227,7 @@ class ServiceCluster:
     def lost_workers(self) -> list[LostWorker]:
         """The workers plumbkit started that are no longer running (and were not retired), and how
         they ended."""
-        return [LostWorker(w.index, w.pid, w.address, _describe_exit(w.popen.poll()))
+        return [LostWorker(w.index, w.pid, w.address, describe_exit(w.popen.poll()))
                 for w in self.workers if not w.alive and not w.retired]
 
     def retire_worker(self, index: int, timeout: float = 10.0) -> None:
@@ -368,13 +266,13 @@ class ServiceCluster:
                     reported.add(lost.index)
                     on_lost(lost)
             if self.dispatcher is not None and not self.dispatcher.alive:
-                raise ServiceError(f"the dispatcher {_describe_exit(self.dispatcher.popen.poll())}: "
-                                   f"{_log_tail(self.dispatcher.log) or 'no output'}")
+                raise ServiceError(f"the dispatcher {describe_exit(self.dispatcher.popen.poll())}: "
+                                   f"{log_tail(self.dispatcher.log) or 'no output'}")
             time.sleep(interval)
 
     def describe(self) -> str:
         lines = [self.dispatcher.describe() if self.dispatcher else "dispatcher: not started"]
-        lines += [w.describe() + ("" if w.alive else f" — {_describe_exit(w.popen.poll())}")
+        lines += [w.describe() + ("" if w.alive else f" — {describe_exit(w.popen.poll())}")
                   for w in self.workers]
         return "\n".join(lines)
 
@@ -398,5 +296,4 @@ def _stop_all(processes: list[ServerProcess], own_dir: str, timeout: float = 5.0
     shutil.rmtree(own_dir, ignore_errors=True)
 
 
-__all__ = ["ServerProcess", "ServiceCluster", "can_pin", "core_share", "cpu_sets", "package_parent", "reachable",
-           "usable_cores"]
+__all__ = ["ServerProcess", "ServiceCluster", "cpu_sets", "reachable"]
