@@ -82,7 +82,7 @@ def summarize(name: str, plan: OffloadPlan, targets: tuple[float, ...] = (), max
         "sharding": plan.distribute.sharding if plan.distribute else None,
         "workers_available": n, "local": local, "per_cut": per_cut, "sizing": sizing,
         "predicted_speedup": plan.predicted_speedup, "measured_speedup": plan.measured_speedup,
-        "measured_cpu_speedup": plan.measured_cpu_speedup, "dedicated": plan.dedicated,
+        "predicted_cpu_speedup": plan.predicted_cpu_speedup, "dedicated": plan.dedicated,
         "cpu_shares": plan.cpu_shares, "notes": plan.notes, "ideal": plan.ideal,
     }
 
@@ -146,8 +146,8 @@ def markdown(section: dict[str, Any] | None) -> list[str]:
         speed = row.get("predicted_speedup")
         if speed:
             lines.append(f"  - speed-up with the worker running: predicted {speed:.2f}×, measured "
-                         f"{row['measured_speedup']:.2f}× (throughput), {row['measured_cpu_speedup'] or 0:.2f}× "
-                         f"(from CPU per minibatch measured in the served runs)")
+                         f"{row['measured_speedup']:.2f}× (throughput); predicted from the CPU per minibatch "
+                         f"the served runs spent, on cores of their own: {row['predicted_cpu_speedup'] or 0:.2f}×")
         for s in row["sizing"]:
             if s["decision"] == "offload":
                 curve = ", ".join(f"{w}: {x:.0f}" for w, x, _ in s["curve"])

@@ -139,14 +139,16 @@ class OffloadPlan:
         return self.measured[n] / max(self.measured[0], 1e-12)
 
     @property
-    def measured_cpu_speedup(self) -> float | None:
-        """The speed-up dedicated cores would give, from the CPU each side *measured* it spent
-        per minibatch in the served runs (client on its cores, workers and dispatcher on theirs)
-        against the local runs, in their least disturbed slices, median over the runs (as the
-        local prediction: the least of all runs' slices ran 19-29% below the rest, and taken on
-        each side apart it read 1.96x where the model said 1.45x): CPU per minibatch moves far
-        less than throughput when neighbours take cores away, so this checks the model's costs
-        on a busy machine too (the dispatcher shares the workers' cores here)."""
+    def predicted_cpu_speedup(self) -> float | None:
+        """The speed-up cores of their own would give, *predicted* (not measured) from the CPU
+        each side measured it spent per minibatch in the served runs (client on its cores,
+        workers and dispatcher on theirs) against the local runs: the busier side of the served
+        pipeline, per core, against the local pipeline, per core. Each side in its least
+        disturbed slices, median over the runs (as the local prediction: the least of all runs'
+        slices ran 19-29% below the rest, and taken on each side apart it read 1.96x where the
+        model said 1.45x). CPU per minibatch moves far less than throughput when neighbours
+        take cores away, so this checks the model's costs on a busy machine too (the dispatcher
+        shares the workers' cores here)."""
         n = self.workers_available
         served, local = self.runs.get(n), self.runs.get(0)
         if self.distribute is None or not served or not local or not all(r.worker_cpu for r in served):
