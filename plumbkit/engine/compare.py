@@ -13,8 +13,28 @@ them means what it says:
   round, so a busy neighbour slows all of them alike;
 - **reported as median and interquartile range** over the rounds; a contender that failed or
   was interrupted is reported as failed, never as a throughput;
-- a **speed-up** is the median of the rounds' paired ratios with a 90% bootstrap interval; when
-  the interval holds 1 it is "no measurable change".
+- a **speed-up** is the median of the rounds' paired ratios with a distribution-free interval
+  (below), printed with the coverage it has.
+
+**The interval.** Sorted, the ``n`` ratios ``x_(1) ≤ … ≤ x_(n)`` give ``[x_(j), x_(n-j+1)]``,
+which holds the true median ratio with probability exactly ``P(j ≤ B ≤ n-j)``, ``B ~
+Binomial(n, 1/2)``, whatever the ratios' distribution (rounds independent and alike: what
+building fresh and interleaving are for). The narrowest such interval with coverage ≥ 90% is
+reported; with fewer than 5 rounds none reaches 90% and the rounds' range (``j = 1``) is
+reported with its own coverage: 50% for 2 rounds, 75% for 3, 94% for 5, 93% (``j = 2``) for 8.
+
+**The verdict.** *Faster* only when the interval's lower end is above 1, *slower* only when its
+upper end is below 1: for a fixed number of rounds, two configurations of equal median
+throughput are called "faster" with probability at most ``(1 - coverage) / 2`` (12.5% with 3
+rounds, 3.1% with 5). An interval that holds 1 is *no measurable change* when narrow
+(``high / low ≤`` :data:`TOO_WIDE`) and *too noisy to tell* when wide; too noisy never ranks.
+
+**Adding rounds.** While a speed-up the comparison must settle is too noisy, one more
+interleaved round runs, up to ``Protocol.extra_rounds``, and only while a separation is still
+reachable within that cap (while the cap keeps ``j = 1``, one ratio on the wrong side of 1
+makes it unreachable: 3 rounds capped at 7 add none). Looking again raises the error above:
+:func:`false_faster_rate` bounds it for a protocol, exactly over the ratios' signs (3 rounds
+then up to 8: 13.7%; 5 then up to 9: 5.1%). Stated again in ``docs/measuring.md``.
 
 The timing loop is a plain ``next()`` loop (:class:`plumbkit.tfdata.run.Runner`), no tracer.
 """
@@ -25,9 +45,11 @@ import gc
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
+from scipy.stats import binom
 
 from ..host.machine import machine_busy_seconds
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
@@ -36,12 +58,16 @@ from ..tfdata.run import Runner
 if TYPE_CHECKING:
     import tensorflow as tf
 
-#: Bootstrap resamples for a speed-up's interval, and the interval's coverage.
-BOOTSTRAP_RESAMPLES = 4000
-INTERVAL = 0.90
+#: The coverage a speed-up's interval aims at (reached from 5 rounds on; below, the printed
+#: coverage is the lower one it has).
+TARGET_COVERAGE = 0.90
 #: Fewer paired rounds than this cannot show a change (two identical pipelines give two ratios
 #: above 1 one time in four).
 MIN_ROUNDS_FOR_CHANGE = 3
+#: An interval holding 1 whose ends are further apart than this factor says the rounds disagree
+#: too much to tell: the comparison adds rounds, and if it stays so the verdict is "too noisy to
+#: tell". Narrower, holding 1 means no change beyond roughly ±15%.
+TOO_WIDE = 1.3
 
 
 @dataclass(frozen=True)
@@ -104,8 +130,51 @@ class Result:
 
 
 @dataclass(frozen=True)
+class MedianInterval:
+    """``[x_(rank), x_(n-rank+1)]`` of ``n`` sorted values: holds their distribution's median
+    with probability exactly ``coverage`` (see the module docstring)."""
+
+    low: float
+    high: float
+    coverage: float
+    rank: int
+    n: int
+
+
+@lru_cache(maxsize=None)
+def order_statistic_coverage(n: int, rank: int) -> float:
+    """Exact probability that ``[x_(rank), x_(n-rank+1)]`` of ``n`` independent draws holds
+    their median: ``P(rank ≤ B ≤ n - rank)``, ``B ~ Binomial(n, 1/2)``."""
+    if n < 1 or not 1 <= rank <= (n + 1) // 2:
+        raise ValueError(f"rank {rank} is not a symmetric order statistic of {n} values")
+    return float(binom.cdf(n - rank, n, 0.5) - binom.cdf(rank - 1, n, 0.5))
+
+
+@lru_cache(maxsize=None)
+def interval_rank(n: int, target: float = TARGET_COVERAGE) -> int:
+    """The largest ``rank`` (narrowest interval) whose coverage reaches ``target``; 1 (the
+    range) when no rank does."""
+    rank = 1
+    while rank + 1 <= (n + 1) // 2 and order_statistic_coverage(n, rank + 1) >= target:
+        rank += 1
+    return rank
+
+
+def median_interval(values: Sequence[float], target: float = TARGET_COVERAGE) -> MedianInterval:
+    """Distribution-free interval of the median of ``values`` (not a bootstrap: with 3 or 5
+    values a bootstrap's percentiles are the range, printed with a coverage it lacks)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    if len(x) == 0:
+        raise ValueError("no values")
+    rank = interval_rank(len(x), target)
+    return MedianInterval(low=float(x[rank - 1]), high=float(x[len(x) - rank]),
+                          coverage=order_statistic_coverage(len(x), rank), rank=rank, n=len(x))
+
+
+@dataclass(frozen=True)
 class Speedup:
-    """``of`` over ``over``: median of the rounds' paired ratios and its 90% bootstrap interval."""
+    """``of`` over ``over``: median of the rounds' paired ratios and its order-statistic
+    interval, which holds the true median ratio with probability ``coverage``."""
 
     of: str
     over: str
@@ -113,37 +182,92 @@ class Speedup:
     low: float
     high: float
     ratios: tuple[float, ...]
+    coverage: float
+    rank: int = 1  # the interval is [x_(rank), x_(n-rank+1)]; 1: the rounds' range
+
+    @classmethod
+    def of_ratios(cls, of: str, over: str, ratios: Sequence[float]) -> "Speedup":
+        interval = median_interval(ratios)
+        return cls(of=of, over=over, ratio=statistics.median(ratios), low=interval.low, high=interval.high,
+                   ratios=tuple(ratios), coverage=interval.coverage, rank=interval.rank)
+
+    @property
+    def enough_rounds(self) -> bool:
+        return len(self.ratios) >= MIN_ROUNDS_FOR_CHANGE
+
+    @property
+    def separated(self) -> bool:
+        """The interval lies wholly above or wholly below 1."""
+        return self.low > 1.0 or self.high < 1.0
+
+    @property
+    def noisy(self) -> bool:
+        """The interval holds 1 and is wider than :data:`TOO_WIDE`: too noisy to tell."""
+        return self.enough_rounds and not self.separated and self.high > TOO_WIDE * self.low
 
     @property
     def measurable(self) -> bool:
-        return len(self.ratios) >= MIN_ROUNDS_FOR_CHANGE and not (self.low <= 1.0 <= self.high)
+        return self.enough_rounds and self.separated
 
     @property
     def faster(self) -> bool:
         return self.measurable and self.low > 1.0
 
     @property
+    def interval(self) -> str:
+        """The interval as printed, with the coverage it has."""
+        n = len(self.ratios)
+        covers = f"covers the median ratio with {self.coverage:.0%}"
+        if self.rank == 1:
+            return f"rounds' range {self.low:.2f}–{self.high:.2f}×, {covers}, {n} rounds"
+        return (f"interval {self.low:.2f}–{self.high:.2f}× (the {n} rounds' ratios less the {self.rank - 1} "
+                f"lowest and {self.rank - 1} highest), {covers}")
+
+    @property
     def verdict(self) -> str:
-        interval = f"90% interval {self.low:.2f}–{self.high:.2f}× over {len(self.ratios)} rounds"
-        if len(self.ratios) < MIN_ROUNDS_FOR_CHANGE:
+        if not self.enough_rounds:
             return f"too few rounds to tell ({self.ratio:.2f}× over {len(self.ratios)})"
+        if self.noisy:
+            return f"too noisy to tell ({self.interval})"
         if not self.measurable:
-            return f"no measurable change ({self.ratio:.2f}×, {interval})"
-        word = "faster" if self.ratio > 1 else "slower"
-        return f"{self.ratio:.2f}× {word} ({interval})"
+            return f"no measurable change ({self.ratio:.2f}×; {self.interval})"
+        word = "faster" if self.low > 1 else "slower"
+        return f"{self.ratio:.2f}× {word} ({self.interval})"
 
 
-def bootstrap_interval(values: Sequence[float], *, coverage: float = INTERVAL,
-                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median of ``values``."""
-    x = np.asarray(values, dtype=float)
-    if len(x) == 1:
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    medians = np.median(x[rng.integers(0, len(x), size=(resamples, len(x)))], axis=1)
-    tail = 100 * (1 - coverage) / 2
-    low, high = np.percentile(medians, [tail, 100 - tail])
-    return float(low), float(high)
+def worth_another_round(ratios: Sequence[float], cap: int) -> bool:
+    """Whether one more round may settle a speed-up from these ``ratios``: it is too noisy, the
+    cap on rounds is not reached, and an interval separated from 1 is still reachable by ``cap``
+    rounds (at most ``rank - 1`` ratios may lie on the wrong side of 1)."""
+    if len(ratios) >= cap or len(ratios) < MIN_ROUNDS_FOR_CHANGE:
+        return False
+    if not Speedup.of_ratios("", "", ratios).noisy:
+        return False
+    wrong_side = min(sum(r <= 1.0 for r in ratios), sum(r >= 1.0 for r in ratios))
+    return wrong_side <= interval_rank(cap) - 1
+
+
+def false_faster_rate(protocol: Protocol) -> float:
+    """The most often two configurations of equal median throughput are called "faster" under
+    ``protocol``'s rounds and extra rounds (exact, over the signs of the ratios; it counts every
+    continuation as taken, so it bounds the rate from above)."""
+    first, cap = protocol.rounds, protocol.rounds + protocol.extra_rounds
+    if first < MIN_ROUNDS_FOR_CHANGE:
+        return 0.0  # "too few rounds to tell", and no rounds are added to it
+    # below[k]: probability of k ratios below 1 so far, among paths not yet decided.
+    below = {k: float(binom.pmf(k, first, 0.5)) for k in range(first + 1)}
+    rate = 0.0
+    for n in range(first, cap + 1):
+        if n > first:
+            grown: dict[int, float] = {}
+            for k, p in below.items():
+                grown[k] = grown.get(k, 0.0) + p / 2
+                grown[k + 1] = grown.get(k + 1, 0.0) + p / 2
+            below = grown
+        rank = interval_rank(n)
+        rate += sum(p for k, p in below.items() if k <= rank - 1)  # x_(rank) > 1: "faster"
+        below = {k: p for k, p in below.items() if rank - 1 < k < n - rank + 1}  # neither side
+    return rate
 
 
 @dataclass
@@ -170,9 +294,14 @@ class Comparison:
         ratios = [x / y for x, y in zip(a.rounds, b.rounds) if y > 0]
         if not ratios:
             return None
-        low, high = bootstrap_interval(ratios)
-        return Speedup(of=of, over=over, ratio=statistics.median(ratios), low=low, high=high,
-                       ratios=tuple(ratios))
+        return Speedup.of_ratios(of, over, ratios)
+
+    def needs_another_round(self, pairs: Iterable[tuple[str, str]]) -> bool:
+        """Whether a speed-up among ``pairs`` is too noisy and another round may settle it
+        (within ``protocol.rounds + protocol.extra_rounds``)."""
+        cap = self.protocol.rounds + self.protocol.extra_rounds
+        return any(s is not None and worth_another_round(s.ratios, cap)
+                   for s in (self.speedup(of, over) for of, over in pairs))
 
 
 @dataclass(frozen=True)
@@ -223,24 +352,32 @@ def run_once(contender: Contender, protocol: Protocol) -> Run:
 def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
             before_each: Callable[[str], None] | None = None,
             on_progress: Callable[[str, float], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> Comparison:
+            should_stop: Callable[[], bool] | None = None,
+            settle: Sequence[tuple[str, str]] | None = None) -> Comparison:
     """Measure every contender under ``protocol``, interleaved (see the module docstring).
 
     ``before_each(name)`` runs before each build (e.g. to evict the data from the page cache).
     A contender that raises is failed from then on; Ctrl-C (or ``should_stop()``) ends the
     comparison: the contender running is failed as interrupted, the comparison is incomplete.
+    ``settle`` names the speed-ups ``(of, over)`` that extra rounds are run for while too noisy
+    (default: every contender over the first, yours by convention), up to ``protocol.extra_rounds``.
     """
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must be unique, got {names}")
+    pairs = list(settle) if settle is not None else [(name, names[0]) for name in names[1:]]
     results = {c.name: Result(c.name) for c in contenders}
     comparison = Comparison(results=results, protocol=protocol)
-    total = max(1, protocol.rounds * len(contenders))
-    done = 0
-    for r in range(protocol.rounds):
+    done, r = 0, 0
+    while r < protocol.rounds or (r < protocol.rounds + protocol.extra_rounds
+                                  and comparison.needs_another_round(pairs)):
+        total = max(1, max(r + 1, protocol.rounds) * len(contenders))
+        label = (f"round {r + 1} of {protocol.rounds}" if r < protocol.rounds else
+                 f"extra round {r + 1} (the rounds disagree; at most {protocol.rounds + protocol.extra_rounds})")
         k = r % len(contenders)
         order = list(contenders[k:]) + list(contenders[:k])
         comparison.orders.append([c.name for c in order])
+        r += 1
         for c in order:
             result = results[c.name]
             if result.failed is not None:
@@ -249,7 +386,7 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
                 comparison.complete = False
                 return comparison
             if on_progress is not None:
-                on_progress(f"round {r + 1} of {protocol.rounds}: {c.name}", done / total)
+                on_progress(f"{label}: {c.name}", done / total)
             try:
                 if before_each is not None:
                     before_each(c.name)
