@@ -64,8 +64,8 @@ AGREEMENT = 0.15
 def _speedup(s) -> dict | None:
     if s is None:
         return None
-    return {"ratio": s.ratio, "low": s.low, "high": s.high, "measurable": s.measurable, "verdict": s.verdict,
-            "ratios": list(s.ratios)}
+    return {"ratio": s.ratio, "low": s.low, "high": s.high, "coverage": s.coverage, "measurable": s.measurable,
+            "noisy": s.noisy, "verdict": s.verdict, "ratios": list(s.ratios)}
 
 
 def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Callable[[str], None],
@@ -548,7 +548,8 @@ def run(args: argparse.Namespace) -> int:
     seconds = args.seconds or (1.0 if quick else 4.0)
     base = Protocol(rounds=2, window=0.25, max_windows=3, fill_limit=10.0) if quick else FULL
     protocol = Protocol(rounds=args.rounds or base.rounds, window=args.window or base.window,
-                        tolerance=base.tolerance, max_windows=base.max_windows, fill_limit=base.fill_limit)
+                        tolerance=base.tolerance, max_windows=base.max_windows, fill_limit=base.fill_limit,
+                        extra_rounds=base.extra_rounds)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     chosen = cases(data, quick)
     if args.only:
