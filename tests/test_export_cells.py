@@ -287,6 +287,6 @@ def test_the_planner_never_asks_an_interleave_for_more_than_its_cycle_length():
         d = decide(t, cores=cores, memory_budget=0)
         asked = [c.value for c in d.changes if c.what == "parallelism" and c.node == interleave.name]
         assert all(v <= 2 for v in asked), (cores, asked)
-        assert d.lp.theta[interleave.name] <= 2 + 1e-6  # the LP knows the cap: its bound holds
-    assert t.lp_bound(cores=32) < t.lp_solution(cores=32, max_threads={interleave.name: 64.0}).throughput
+        assert d.allocation.theta[interleave.name] <= 2 + 1e-6  # the LP knows the cap: its bound holds
+    assert t.allocation_bound(cores=32) < t.allocation(cores=32, max_threads={interleave.name: 64.0}).throughput
     assert not interleave.can_take_more_parallelism(2)

@@ -2,12 +2,14 @@
 baselines, stepping. Real TensorFlow, measured in this process."""
 
 import math
+import statistics
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.bench.examples import planted_work
 from plumbkit.engine.compare import Protocol
 from plumbkit.tfdata.options import sequential_options
 from plumbkit.tfdata.graph import pipeline_of
@@ -17,7 +19,7 @@ from plumbkit.planning.decisions import PREFETCH_LOSS, decide
 #: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
 
-from conftest import heavy, isolated_seconds_per_element, measured_against_the_clock, medium
+from conftest import cpu_seconds_per_element, heavy, interleaved_throughput, measured_against_the_clock, medium
 
 
 def planted(extra=None):
@@ -27,31 +29,55 @@ def planted(extra=None):
     return ds.batch(16).with_options(sequential_options())
 
 
-@measured_against_the_clock
-def test_lp_allocation_follows_the_planted_costs_and_prediction_is_close():
-    def truth() -> float:
-        return isolated_seconds_per_element(heavy) / isolated_seconds_per_element(medium)
+def heavier(x):
+    """Planted operator: 288 matmul units, 3.2-3.8x medium's CPU (750-800 µs against 200-230):
+    far enough from medium that an allocator splitting the cores equally cannot pass."""
+    return planted_work(x, 288)
 
-    before = truth()
-    plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
-    after = truth()  # the truth itself drifts here: 1.14-1.62 over one hour (heavy is not 2x medium)
+
+def allocation_follows(ratio: float, truths: list[float], tolerance: float = 0.25) -> bool:
+    """The LP's cores for one map over another within ``tolerance`` (either way) of the two
+    maps' true CPU-cost ratio, the median of ``truths`` (measured around the plan: it drifts)."""
+    truth = statistics.median(truths)
+    return 1 / (1 + tolerance) <= ratio / truth <= 1 + tolerance
+
+
+def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster():
+    """The truth is each map's CPU alone, in the form the plan runs it (two calls in flight),
+    measured before and after the plan (3.2-3.8 over four measurements); an equal split of the
+    cores, the wrong answer, fails the same check."""
+    def truth() -> float:
+        cost = {fn: cpu_seconds_per_element(fn, sequential_options(), parallel_calls=2) for fn in (heavier, medium)}
+        return cost[heavier] / cost[medium]
+
+    def make():
+        return tf.data.Dataset.range(10**9).map(heavier).map(medium).batch(16).with_options(sequential_options())
+
+    truths = [truth()]
+    plan = plumbkit.optimize(make, seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
+    truths.append(truth())
     # the LP on the user's pipeline gives cores in proportion to cost
     theta = decide(plan.trace, memory_budget=0).theta_by_label
-    ratio = theta["map(heavy)"] / theta["map(medium)"]
-    assert 0.75 * min(before, after) <= ratio <= 1.25 * max(before, after), (ratio, before, after)
-    assert theta["map(heavy)"] + theta["map(medium)"] == pytest.approx(2.0, rel=0.1)
+    ratio = theta["map(heavier)"] / theta["map(medium)"]
+    assert allocation_follows(ratio, truths), (ratio, truths)
+    assert not allocation_follows(1.0, truths), truths  # negative control: the cores split equally
+    assert theta["map(heavier)"] + theta["map(medium)"] == pytest.approx(2.0, rel=0.1)
     assert plan.cache.label is None and "0 B budget" in plan.cache.why
     # measured alike (interleaved rounds): the plan is measurably faster and is handed back
     assert plan.applied and plan.speedup.faster and plan.changes == plan.proposed_changes
-    if (plan.comparison["plumbkit"].neighbour_cores or 0) < 0.2:  # the cores were ours (CI)
-        assert plan.measured_throughput > 1.5 * plan.baseline_throughput
     # the allocation shown is over the user's operators; the LP's pseudo-operators are listed apart
     assert set(plan.theta_by_label) <= {o.label for o in plan.trace.ops}
     assert plan.charged and all(k.startswith("(") for k in plan.charged)
     # outside widgets the plan renders as text and as a static HTML table, every figure labelled
     text = str(plan)
-    assert "map(heavy)" in text and "predicted before any rewrite" in text and "LP bound of the best allocation" in text
-    assert "plumbkit-plan" in plan._repr_html_() and "map(heavy)" in plan._repr_html_()
+    assert "map(heavier)" in text and "predicted before any rewrite" in text
+    assert "plumbkit-plan" in plan._repr_html_() and "map(heavier)" in plan._repr_html_()
+    # how much faster needs the two cores: beside a busy neighbour the plan's threads share them
+    neighbour = plan.comparison["plumbkit"].neighbour_cores or 0
+    if neighbour >= 0.2:
+        pytest.skip(f"speed-up not checked: measured beside {neighbour:.1f} busy neighbour cores "
+                    f"({plan.speedup}); every other check passed")
+    assert plan.measured_throughput > 1.5 * plan.baseline_throughput, str(plan)
 
 
 @measured_against_the_clock
@@ -150,10 +176,13 @@ def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_wa
 
     plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=TEST_PROTOCOL,
                              rounds=2)
-    # a second round refines the LP on a trace of the rewritten pipeline: shown, labelled, never
-    # the prediction (which stays the before-the-fact model of the final configuration)
-    assert plan.final_trace is not None and plan.refined_bound is not None
-    assert "refined after one rewrite" in str(plan) and "not the prediction" in str(plan)
+    # a second round traces the rewritten pipeline and lets its LP move threads; the plan still
+    # shows one predicted figure, the final layout's, beside the limit that binds it
+    assert plan.final_trace is not None
+    text = str(plan)
+    assert f"{plan.predicted_throughput:,.1f} minibatches/s, bound by {plan.prediction.binding}" in text
+    assert plan.prediction.limits[plan.prediction.binding] == plan.predicted_throughput
+    assert "refined" not in text and "LP bound" not in text
     original = list(make().as_numpy_iterator())
     rewritten = list(apply_changes(make(), plan.proposed_changes).as_numpy_iterator())
     assert len(original) == len(rewritten)
@@ -189,17 +218,22 @@ def test_baselines_are_what_they_say():
     assert pipeline_of(plumbkit.baselines.autotune(ds, 2))[pipeline_of(plumbkit.baselines.autotune(ds, 2)).root].kind == "prefetch"
 
 
-@measured_against_the_clock
 def test_step_gives_the_bottleneck_one_more_thread():
+    """The gain is measured again with the two pipelines interleaved (medians of three rounds):
+    the step's own figures, measured a few seconds apart, differ by the machine's drift too."""
     s = plumbkit.step(planted(), seconds=2)
     assert s.operator == "map(heavy)" and s.parallelism == 2
-    assert s.throughput > 1.2 * s.before.throughput
+    assert s.throughput > s.before.throughput, (s.before.throughput, s.throughput)
     assert pipeline_of(s.dataset).by_label("map(heavy)").parallelism == 2
+    measured = interleaved_throughput({"before": planted, "after": lambda: s.dataset})
+    assert measured["after"] > 1.2 * measured["before"], measured
 
 
 @measured_against_the_clock
 def test_bottleneck_walk_reaches_peak_in_fewer_steps_than_random_walks():
-    """Three tunable maps of different cost; paper: 2-3x fewer steps to 90% of peak."""
+    """Three tunable maps of different cost; paper: 2-3x fewer steps to 90% of peak. The walks
+    are measured one after another, the peak (the truth) over all of them: one rerun where the
+    machine's speed moved between walks (a figure of this kind belongs to the bench)."""
     def light(x):
         return x + 1
 
@@ -218,7 +252,7 @@ def test_bottleneck_walk_reaches_peak_in_fewer_steps_than_random_walks():
     assert b is not None and b < sum(r) / len(r), (bottleneck.throughputs, [w.throughputs for w in randoms])
     assert bottleneck.operators[0] == "map(heavy)"
     assert "+1 thread for map(heavy)" in str(bottleneck).splitlines()[2]
-    assert all(math.isfinite(x) for x in bottleneck.lp_bounds)
+    assert all(math.isfinite(x) for x in bottleneck.allocation_bounds)
 
 
 def test_users_cache_and_prefetch_are_kept_and_nothing_is_claimed():

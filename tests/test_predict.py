@@ -4,6 +4,7 @@ import pytest
 
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
+from plumbkit.planning.lp import GIL, Demand
 from plumbkit.planning.predict import (
     CONSUMER,
     Evidence,
@@ -74,7 +75,7 @@ def test_the_users_own_cache_frees_what_is_below_it():
     assert pred.throughput == pytest.approx(1 / (0.002 + 8 * 1e-4))
 
 
-def test_lp_bound_charges_the_consumer_as_a_sequential_operator():
+def test_the_allocation_charges_the_consumer_as_a_sequential_operator():
     p = chain(Operator("map", "MapDataset", "map"), Operator("src", "RangeDataset", "range"))
     ev = evidence(p, {"map": 1 / 50.0, "src": 0.0}, {"map": 1, "src": 1}, runtime=RuntimeCosts(consumer=100.0))
     lp = best_allocation(ev, Layout())
@@ -134,3 +135,44 @@ def test_a_cached_pipeline_pulled_directly_can_beat_one_behind_a_prefetch():
     injected = evidence(p, cost, visits, runtime=rt, injected_prefetch=True)
     assert predict(injected, layout_with(injected, [cache])).throughput == pytest.approx(18_000.0)
     assert best_allocation(ev, Layout(cached=frozenset({"batch"}))).throughput <= 34_000.0 * (1 + 1e-6)
+
+
+# A fetch that waits 8 ms per element for 0.2 ms of CPU (a remote read), under a cheap batch of 8.
+FETCH = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("fetch", "MapDataset", "map"),
+              Operator("src", "RangeDataset", "range"))
+FETCH_V = {"batch": 1, "fetch": 8, "src": 8}
+FETCH_COST = {"batch": 1e-4, "fetch": 8 * 2e-4, "src": 0.0}
+FETCH_DEMANDS = (Demand("fetch", cpu=8 * 2e-4, latency=8 * 8e-3, max_threads=64.0),
+                 Demand("batch", cpu=1e-4, max_threads=1.0))
+
+
+def test_where_the_cpu_model_and_the_waiting_model_disagree_the_lower_limit_is_the_prediction():
+    """The CPU model sees 1.7 ms of CPU a minibatch (a fetch with 4 threads on 2 cores: 1,250/s);
+    waiting 64 ms a minibatch with 4 calls in flight allows 62.5/s (Little's law). The prediction is
+    the smaller, and the binding shown is the limit that set it."""
+    ev = evidence(FETCH, FETCH_COST, FETCH_V, demands=FETCH_DEMANDS)
+    pred = predict(ev, Layout(threads={"fetch": 4}))
+    assert pred.throughput == pytest.approx(4 / (8 * 8e-3), rel=1e-3)
+    assert pred.binding == "fetch (4 calls in flight)"
+    assert pred.limits[pred.binding] == pred.throughput == min(pred.limits.values())
+    cpu_model = pred.limits["fetch (4 threads)"]  # four threads on two cores: 2 / 1.6 ms
+    assert cpu_model == pytest.approx(2 / 0.0016) and cpu_model > pred.throughput
+    # more calls in flight lift the waiting limit: 32 calls, 500/s
+    assert predict(ev, Layout(threads={"fetch": 32})).throughput == pytest.approx(500.0, rel=1e-3)
+
+
+def test_nothing_waits_no_waiting_limit():
+    ev = evidence(FETCH, FETCH_COST, FETCH_V, demands=(Demand("fetch", cpu=8 * 2e-4, max_threads=64.0),))
+    pred = predict(ev, Layout(threads={"fetch": 4}))
+    assert not any("in flight" in name for name in pred.limits)
+
+
+def test_python_shares_one_core_in_the_prediction():
+    """Two threads of a map holding the GIL for its whole 1 ms a minibatch: the CPU model allows
+    2,000/s on 2 cores; one core for all Python allows 1,000/s, and that binds."""
+    p = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("py", "MapDataset", "map"),
+              Operator("src", "RangeDataset", "range"))
+    ev = evidence(p, {"batch": 0.0, "py": 1e-3, "src": 0.0}, {"batch": 1, "py": 1, "src": 1},
+                  demands=(Demand("py", cpu=1e-3, gil=True, max_threads=64.0),))
+    pred = predict(ev, Layout(threads={"py": 2}))
+    assert pred.binding == GIL and pred.throughput == pytest.approx(1000.0, rel=1e-3)

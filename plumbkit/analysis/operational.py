@@ -19,13 +19,12 @@ from typing import Mapping
 from ..model.costs import Calibration
 from ..model.pipeline import FILE_SOURCE_KINDS, Pipeline, family
 from ..model.samples import NodeSample, RawTrace, Snapshot
+from ..tunables import STRING_HEADER_BYTES
 from .costs import CALIBRATED, capacity, operator_cost
 from .runtime_map import RuntimeMap, map_runtime
 
 #: Bytes of framing per record that a reader consumes but does not produce.
 RECORD_FRAMING_BYTES = {"tfrecord": 16, "text_line": 1, "fixed_length_record": 0}
-#: tf.data counts a string element's bytes as its payload plus a 24-byte ``tstring`` header.
-STRING_HEADER_BYTES = 24
 #: Operators below this share of the process CPU are not named as the bottleneck.
 MIN_BOTTLENECK_SHARE = 0.02
 
@@ -541,18 +540,6 @@ def in_pipeline_scale(analysis: Analysis) -> float:
     Never above 1: CPU that nobody accounts for is not spread onto operators.
     """
     return 1.0 / (1.0 + max(0.0, analysis.over_attributed_share))
-
-
-def in_pipeline_rate(analysis: Analysis, o: OpStats) -> float | None:
-    """Minibatches/s per core operator ``o`` sustains inside the pipeline: its ``rate_per_core``
-    with :func:`in_pipeline_scale` applied (inf: costs nothing; None: unknown).
-
-    Why: calibrated alone, the operators can add up to more CPU than the process spent in the
-    pipeline; each keeps its calibrated share of what the process really spent.
-    """
-    if o.rate_per_core is None:
-        return None
-    return o.rate_per_core / in_pipeline_scale(analysis)
 
 
 def cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:

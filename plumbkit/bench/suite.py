@@ -109,16 +109,16 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "rounds": {k: r.rounds for k, r in res.items()},
         "neighbour_cores": {k: r.neighbour_cores for k, r in res.items()},
         "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
-        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch if plan.prediction else None,
+        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
         "protocol_notes": {k: r.notes for k, r in res.items() if r.notes},
         "predicted_plumbkit": plan.predicted_throughput,
         "predicted": plan.predictions,
-        "prediction_binding": plan.prediction.binding if plan.prediction else None,
-        "prediction_limits": plan.prediction.limits if plan.prediction else {},
+        "prediction_binding": plan.prediction.binding,
+        "prediction_limits": plan.prediction.limits,
         "prediction_error": (abs(plan.predicted_throughput - measured_plan) / measured_plan
                              if measured_plan else None),
-        "lp_bound": plan.lp.throughput, "lp_binding": plan.lp.binding,
-        "plumbkit_over_lp_bound": measured_plan / plan.lp.throughput if measured_plan and plan.lp.throughput else None,
+        "plumbkit_over_predicted": (measured_plan / plan.predicted_throughput
+                                    if measured_plan and plan.predicted_throughput else None),
         "runtime": vars(plan.runtime) if plan.runtime else None,
         "reported_speedup": _speedup(reported), "independent_speedup": _speedup(independent),
         "speedup_agreement": agreement,
@@ -155,7 +155,7 @@ def stepping(name: str, make: Callable, *, steps: int, starts: int, seconds: flo
     b = walks_b[0]
     return {"pipeline": name, "bottleneck": b.throughputs, "bottleneck_ops": b.operators,
             "bottleneck_walks": [w.throughputs for w in walks_b], "random": [w.throughputs for w in walks_r],
-            "lp_bounds": b.lp_bounds, "peak": peak,
+            "allocation_bounds": b.allocation_bounds, "peak": peak,
             "steps_to_90_bottleneck": steps_b, "steps_to_90_random": steps_r,
             "steps_to_90_bottleneck_median": statistics.median(steps_b),
             "steps_to_90_random_median": statistics.median(steps_r),
@@ -164,7 +164,7 @@ def stepping(name: str, make: Callable, *, steps: int, starts: int, seconds: flo
                         "not separable: " + (f"the same start measured {100 * noise:.0f}% apart (IQR/median), "
                                              f"as wide as the 10% threshold" if noise >= 0.10 else
                                              "the walks' step counts overlap")),
-            "lp_over_measured": [lp / max(m, 1e-9) for lp, m in zip(b.lp_bounds, b.throughputs)]}
+            "allocation_over_measured": [lp / max(m, 1e-9) for lp, m in zip(b.allocation_bounds, b.throughputs)]}
 
 
 def _relative_iqr(values: list[float]) -> float:
@@ -254,7 +254,7 @@ def plots(report: dict, out: Path) -> list[str]:
             ax.plot(w, "o-", color="#d62728", alpha=0.7, label="bottleneck walks (measured)" if k == 0 else None)
         for k, r in enumerate(s["random"]):
             ax.plot(r, ".--", color="#1f77b4", alpha=0.6, label="random walks (measured)" if k == 0 else None)
-        ax.plot(s["lp_bounds"], ":", color="black", label="LP bound, first bottleneck walk (predicted)")
+        ax.plot(s["allocation_bounds"], ":", color="black", label="allocation bound, first bottleneck walk")
         ax.axhline(0.9 * s["peak"], color="#7f7f7f", lw=0.8, label="90% of peak")
         ax.set_xlabel("step")
         ax.set_ylabel("minibatches/s")
@@ -352,7 +352,7 @@ def markdown(report: dict) -> str:
                          f"{r['prediction_binding']}. {r['verdict']}.")
         lines += ["", "## Checks", "",
                   "| pipeline | speed-up optimize() reported | same two timed independently | agreement | "
-                  "returned vs AUTOTUNE | plumbkit / its LP bound | plumbkit CPU per minibatch: predicted, measured "
+                  "returned vs AUTOTUNE | plumbkit measured / predicted | plumbkit CPU per minibatch: predicted, measured "
                   "| other processes (cores, median) |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in rows:
@@ -362,7 +362,7 @@ def markdown(report: dict) -> str:
             neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
             lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
                          f"{ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
-                         f"{_pct(r['plumbkit_over_lp_bound'])} | {_cpu_cell(r)} | "
+                         f"{_pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | "
                          f"{_num(statistics.median(neighbours), 2) if neighbours else '—'} |")
         errors = [r["prediction_error"] for r in rows if r["prediction_error"] is not None]
         if errors:

@@ -1,6 +1,6 @@
 """The engine: tracing, stepping, walks, the full optimization, the baselines, and their results.
 
-Result objects (:class:`Trace` with ``lp_bound()``, :class:`Step`, :class:`Walk`,
+Result objects (:class:`Trace` with ``allocation_bound()``, :class:`Step`, :class:`Walk`,
 :class:`Plan`) and the operations that produce them. Reaches TensorFlow only through
 ``plumbkit.tfdata``; may import ``model``, ``host``, ``tfdata``, ``analysis`` and ``planning``.
 A result's ``__str__`` / ``_repr_html_`` import its renderer inside the method. Every operation

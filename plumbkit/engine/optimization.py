@@ -3,9 +3,10 @@
 1. **Before the fact.** The user's pipeline is traced, the consumer's ceiling, the runtime's
    hand-off and cache-read costs and the disk are measured; the plan (LP parallelism, a cache
    under the memory budget, a prefetch) is decided and its throughput *predicted* from those
-   measurements only (:mod:`plumbkit.planning.predict`). Later rounds (``rounds > 1``) may
-   re-solve the LP on a trace of the rewritten pipeline: that bound is shown as "refined after
-   one rewrite", never as the prediction.
+   measurements only (:mod:`plumbkit.planning.predict`): one :class:`Prediction` for the layout
+   that ships, which every view shows beside its own binding limit. Later rounds
+   (``rounds > 1``) let an LP on a trace of the rewritten pipeline move threads; the prediction
+   is still the layout's, from the measurements of your pipeline.
 2. **Measured alike.** Yours, plumbkit's plan and (with ``compare``) the naive, heuristic,
    AUTOTUNE and "AUTOTUNE + the same cache and prefetch" baselines run under one protocol
    (:mod:`plumbkit.engine.compare`): built fresh every round, caches filled, steady state,
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.plan import CacheDecision, Change, Option
-from ..planning.decisions import decide
+from ..planning.decisions import Decisions, decide, priced_options
 from ..planning.lp import LPSolution
 from ..planning.predict import (
     Evidence,
@@ -71,23 +72,25 @@ def _quiet(_: str, __: float) -> None:
 class Plan:
     """The full optimization's result.
 
-    ``predicted_throughput`` is the plan's own throughput predicted before any rewrite ran;
-    ``lp.throughput`` the LP bound of the best allocation under the plan's cache (also before the
-    fact, with the consumer, hand-offs and cache reads charged); ``refined_bound`` the LP bound on
-    a trace of the rewritten pipeline (only with ``rounds > 1``). Everything in ``comparison``,
-    ``baselines``, ``measured_throughput`` and ``baseline_throughput`` was measured under one
-    protocol. ``dataset`` is the plan's pipeline when it was measurably faster than yours
-    (``applied``), else yours, unchanged.
+    ``prediction`` is the one prediction of the plan: the layout that ships, predicted before any
+    rewrite ran from what was measured on your pipeline (:func:`plumbkit.planning.predict.predict`),
+    with the limit that binds it and every other limit; ``predicted_throughput`` is its
+    throughput, and every view shows that figure beside that binding. ``allocation`` is the CPU LP
+    whose cores per operator (``theta_by_label``) set the threads; its own throughput is an input
+    of the decisions, not a prediction of the plan. Everything in ``comparison``, ``baselines``,
+    ``measured_throughput`` and ``baseline_throughput`` was measured under one protocol.
+    ``dataset`` is the plan's pipeline when it was measurably faster than yours (``applied``),
+    else yours, unchanged.
     """
 
     dataset: "tf.data.Dataset"
     changes: list[Change]  # what was applied to ``dataset`` (empty when yours came back unchanged)
-    predicted_throughput: float
+    prediction: Prediction  # the plan's prediction: its throughput, its binding limit and the others
     measured_throughput: float  # the plan's configuration, median over the protocol's rounds (0: failed)
     baseline_throughput: float  # yours, the same way
-    lp: LPSolution
+    allocation: LPSolution
     cache: CacheDecision
-    theta_by_label: dict[str, float]  # the LP's cores per operator of yours
+    theta_by_label: dict[str, float]  # the allocation's cores per operator of yours
     trace: Trace  # the user's pipeline as given
     final_trace: Trace | None = None  # the rewritten pipeline, traced (only with rounds > 1)
     baselines: dict[str, float] = field(default_factory=dict)  # measured medians, minibatches/s
@@ -101,13 +104,16 @@ class Plan:
     applied: bool = False
     speedup: Speedup | None = None  # plan over yours, measured
     comparison: Comparison | None = None
-    prediction: Prediction | None = None  # the plan's prediction: its binding limit and the others
-    refined_bound: float | None = None  # LP bound refined after one rewrite (labelled, not the prediction)
     charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
     free: list[str] = field(default_factory=list)  # operators that cost nothing in steady state
     runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
     options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
+
+    @property
+    def predicted_throughput(self) -> float:
+        """The plan's predicted throughput: ``prediction.throughput`` (one figure, one model)."""
+        return self.prediction.throughput
 
     @property
     def prediction_error(self) -> float:
@@ -191,6 +197,20 @@ def _by_user_names(changes: list[Change], user: "Mapping[str, str]") -> list[Cha
     return [Change(c.what, c.where, user.get(c.where, c.node), c.value, c.why) for c in changes]
 
 
+@dataclass
+class _Planned:
+    """What planning decided before anything was measured alike (one optimize call's state)."""
+
+    decisions: Decisions
+    changes: list[Change]
+    cache: CacheDecision
+    cache_limit: float | None
+    fill: int  # minibatches that fill the plan's caches
+    yours_fill: int  # minibatches that fill your own caches
+    notes: list[str]
+    final_trace: Trace | None = None
+
+
 @operation("optimize", partial=lambda *cut_short: partial_plan(Plan, *cut_short))
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
              seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
@@ -200,8 +220,9 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
     ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
-    0.3 s windows, for notebooks and tests; the bench uses ``FULL``: 5 rounds of 1 s windows). ``rounds`` > 1 re-solves the LP on a
-    trace of the rewritten pipeline (shown as "refined after one rewrite"). ``costs`` (operator
+    0.3 s windows, for notebooks and tests; the bench uses ``FULL``: 5 rounds of 1 s windows).
+    ``rounds`` > 1 traces the rewritten pipeline and lets the LP on that trace move threads (the
+    prediction is still made before the fact, for the layout that ships). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
@@ -211,7 +232,6 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     protocol = protocol or QUICK
     ds = resolve_pipeline(pipeline)
     build_yours, note = _builder(pipeline, ds)
-    notes = [note] if note else []
     progress("tracing your pipeline", 0.0)
     if before_each is not None:
         before_each(YOURS)
@@ -222,66 +242,106 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     runtime = RuntimeCosts(consumer=consumer_ceiling(ds), consumer_plain=consumer_ceiling(ds, prefetched=False),
                            handoff=handoff_cost(), cache_read=cache_read_cost())
     disk = disk_bound(original, parallelism=int(cores))
-    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=user.root,
-                       disk_bound=disk, runtime=runtime, costs=costs)
-    changes, cache = list(decisions.changes), decisions.cache
-    notes += list(decisions.notes)
-    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
-    yours_fill = _fill(original, _user_caches(original, user.root), ds, limit=protocol.fill_limit)
-    plan_fill = max(yours_fill, _fill(original, [cache.node] if cache.node else []))
-    cache_limit = cache.budget if cache.node else None
-    if cache.node and plan_fill:
-        # Guard the fill: the estimate may be low, and stock cache() has no limit.
-        progress("filling the plan's cache once (guarded by the budget)", 0.18)
-        overflow = fill_cache(apply_changes(ds, changes, cache_limit=cache_limit), plan_fill,
-                              seconds=2 * protocol.fill_limit)
-        if overflow:  # the estimate was too low: plan again without a cache
-            budget = cache.budget
-            decisions = decide(original, cores=cores, memory_budget=0, root=user.root,
-                               disk_bound=disk, runtime=runtime, costs=costs)
-            changes, cache_limit = list(decisions.changes), None
-            cache = dataclasses.replace(decisions.cache, budget=budget, why=f"{overflow}; nothing is cached")
-            decisions.cache = cache
-            plan_fill = yours_fill
-            notes.append(f"{overflow}: the plan caches nothing; to cache anyway, on disk, add "
-                         f".cache('/path/on/disk') there")
-    refined, final_trace = None, None
+    planned = _plan_before_the_fact(ds, original, cores=cores, memory_budget=memory_budget, runtime=runtime,
+                                    disk=disk, costs=costs, protocol=protocol, progress=progress)
+    if note:
+        planned.notes.insert(0, note)
     for r in range(1, rounds):
-        progress(f"round {r + 1}: LP on a trace of the rewritten pipeline (a refinement)", 0.2)
-        candidate = apply_changes(ds, changes, cache_limit=cache_limit)
-        final_trace = measure(candidate, seconds=seconds, warmup_batches=plan_fill, cores=cores,
-                              calibrate=original.calibration or False)
-        again = decide(final_trace, cores=cores, memory_budget=memory_budget, root=pipeline_of(candidate).root,
-                       cache=False, prefetch=False, disk_bound=None if cache.node else disk,
-                       include_overhead=True)
-        refined = again.lp.throughput
-        moved = _by_user_names([c for c in again.changes if c.what == "parallelism"],
-                               {op.label: op.name for op in user})
-        if not moved:
+        progress(f"round {r + 1}: the LP on a trace of the rewritten pipeline moves threads", 0.2)
+        if not _moved_by_a_trace_of_the_rewrite(ds, planned, cores=cores, seconds=seconds,
+                                                memory_budget=memory_budget, disk=disk,
+                                                calibrate=original.calibration or False):
             break
-        changes = _merge(changes, moved)
+    changes = planned.changes
     parallelized = {c.node for c in changes if c.what == "parallelism" and int(c.value) != 1}
     if parallelized and costs is None:
         progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
         original = with_parallel_costs(ds, original, parallelized)
-        ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
-    prediction = predict(ev, layout_with(ev, changes))
-    predicted = min(prediction.throughput, decisions.predicted_throughput)  # latency and the GIL too
+    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
+    prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships
 
-    contenders = [Contender(YOURS, build_yours, yours_fill)]
-    if changes:
-        contenders.append(Contender(PLUMBKIT, lambda: apply_changes(ds, changes, cache_limit=cache_limit), plan_fill))
-    else:
-        notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
-    if compare:
-        contenders[1:1] = [
-            Contender("naive", lambda: configurations.naive(build_yours(), cores), yours_fill),
-            Contender("heuristic", lambda: configurations.heuristic(build_yours(), cores), yours_fill),
-            Contender("autotune", lambda: configurations.autotune(build_yours(), cores), yours_fill),
-            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), plan_fill),
-        ]
+    contenders = _contenders(ds, build_yours, planned, cores=cores, compare=compare)
+    if not changes:
+        planned.notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
+    plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
+                      runtime=runtime, disk=disk)
+    plan.predictions = _predictions(ev, user, changes, cores, prediction)
+    plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
+    progress("done", 1.0)
+    return plan
+
+
+def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: float, memory_budget: float | None,
+                          runtime: RuntimeCosts, disk: float | None, costs: Mapping[str, float] | None,
+                          protocol: Protocol, progress: Progress) -> _Planned:
+    """Decide the plan on the trace of your pipeline, and fill its cache once under a guard:
+    where the cache outgrows its budget, plan again without one."""
+    root = pipeline_of(ds).root
+    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=root,
+                       disk_bound=disk, runtime=runtime, costs=costs)
+    cache = decisions.cache
+    yours_fill = _fill(original, _user_caches(original, root), ds, limit=protocol.fill_limit)
+    planned = _Planned(decisions, list(decisions.changes), cache, cache.budget if cache.node else None,
+                       max(yours_fill, _fill(original, [cache.node] if cache.node else [])), yours_fill,
+                       list(decisions.notes))
+    if not (cache.node and planned.fill):
+        return planned
+    # Guard the fill: the estimate may be low, and stock cache() has no limit.
+    progress("filling the plan's cache once (guarded by the budget)", 0.18)
+    overflow = fill_cache(apply_changes(ds, planned.changes, cache_limit=planned.cache_limit), planned.fill,
+                          seconds=2 * protocol.fill_limit)
+    if not overflow:
+        return planned
+    again = decide(original, cores=cores, memory_budget=0, root=root, disk_bound=disk, runtime=runtime, costs=costs)
+    cache = dataclasses.replace(again.cache, budget=cache.budget, why=f"{overflow}; nothing is cached")
+    again.cache = cache
+    notes = planned.notes + [f"{overflow}: the plan caches nothing; to cache anyway, on disk, add "
+                             f".cache('/path/on/disk') there"]
+    return _Planned(again, list(again.changes), cache, None, yours_fill, yours_fill, notes)
+
+
+def _moved_by_a_trace_of_the_rewrite(ds: "tf.data.Dataset", planned: _Planned, *, cores: float, seconds: float,
+                                     memory_budget: float | None, disk: float | None, calibrate: object) -> bool:
+    """One more round: trace the rewritten pipeline and let the LP on that trace (its unattributed
+    CPU charged) move the threads; the cache and prefetch stay. False when nothing moved."""
+    candidate = apply_changes(ds, planned.changes, cache_limit=planned.cache_limit)
+    planned.final_trace = measure(candidate, seconds=seconds, warmup_batches=planned.fill, cores=cores,
+                                  calibrate=calibrate)
+    again = decide(planned.final_trace, cores=cores, memory_budget=memory_budget,
+                   root=pipeline_of(candidate).root, cache=False, prefetch=False,
+                   disk_bound=None if planned.cache.node else disk, include_overhead=True)
+    user = pipeline_of(ds)
+    moved = _by_user_names([c for c in again.changes if c.what == "parallelism"],
+                           {op.label: op.name for op in user})
+    if moved:
+        planned.changes = _merge(planned.changes, moved)
+    return bool(moved)
+
+
+def _contenders(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], planned: _Planned, *,
+                cores: float, compare: bool) -> list[Contender]:
+    """Yours, the plan (when it changes anything) and, with ``compare``, the baselines."""
+    changes, limit = planned.changes, planned.cache_limit
+    contenders = [Contender(YOURS, build_yours, planned.yours_fill)]
+    if changes:
+        contenders.append(Contender(PLUMBKIT, lambda: apply_changes(ds, changes, cache_limit=limit), planned.fill))
+    if compare:
+        contenders[1:1] = [
+            Contender("naive", lambda: configurations.naive(build_yours(), cores), planned.yours_fill),
+            Contender("heuristic", lambda: configurations.heuristic(build_yours(), cores), planned.yours_fill),
+            Contender("autotune", lambda: configurations.autotune(build_yours(), cores), planned.yours_fill),
+            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), planned.fill),
+        ]
+    return contenders
+
+
+def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], planned: _Planned,
+               comparison: Comparison, *, prediction: Prediction, trace: Trace, runtime: RuntimeCosts,
+               disk: float | None) -> Plan:
+    """The plan the comparison says to hand back: the rewrite when measurably faster, else yours."""
+    changes, notes, decisions = planned.changes, list(planned.notes), planned.decisions
     speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
     applied = speedup is not None and speedup.faster and comparison.complete
     for name, result in comparison.results.items():
@@ -291,27 +351,22 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     if not comparison.complete:
         notes.append("the comparison was stopped or interrupted before its last round: "
                      "your pipeline is returned unchanged")
-
     plan = Plan(
         dataset=apply_changes(ds, changes) if applied else build_yours(),
-        changes=changes if applied else [], proposed_changes=changes,
-        predicted_throughput=predicted,
+        changes=changes if applied else [], proposed_changes=changes, prediction=prediction,
         measured_throughput=comparison.median(PLUMBKIT if changes else YOURS) or 0.0,
         baseline_throughput=comparison.median(YOURS) or 0.0,
-        lp=decisions.lp, cache=cache, theta_by_label=decisions.theta_by_label, trace=original,
-        final_trace=final_trace, disk_bound=disk,
+        allocation=decisions.allocation, cache=planned.cache, theta_by_label=decisions.theta_by_label,
+        trace=trace, final_trace=planned.final_trace, disk_bound=disk,
         bounds={k: v for k, v in {"consumer (ideal pipeline, measured)": runtime.consumer,
                                   "disk (measured)": disk}.items() if v},
-        notes=notes, warmup_batches=plan_fill, yours_warmup_batches=yours_fill, applied=applied, speedup=speedup, comparison=comparison,
-        prediction=prediction, refined_bound=refined, charged=decisions.charged, free=decisions.free,
-        runtime=runtime, options=decisions.options,
+        notes=notes, warmup_batches=planned.fill, yours_warmup_batches=planned.yours_fill, applied=applied,
+        speedup=speedup, comparison=comparison, charged=decisions.charged, free=decisions.free, runtime=runtime,
     )
     plan.baselines = {name: comparison.median(name) for name in CONFIGURATIONS
                       if name in comparison.results and comparison[name].ok}
     if not changes and YOURS in plan.baselines:
         plan.baselines[PLUMBKIT] = plan.baselines[YOURS]  # the same pipeline
-    plan.predictions = _predictions(ev, user, changes, cores, prediction)
-    progress("done", 1.0)
     return plan
 
 

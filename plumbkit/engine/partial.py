@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..model.plan import CacheDecision
 from ..planning.lp import LPSolution
+from ..planning.predict import Prediction
 from ..tfdata.graph import resolve_pipeline
 from .scheduler import INTERRUPTED, Cancelled, Operation
 
@@ -51,9 +52,10 @@ def partial_plan(Plan: Callable[..., "Plan"], op: Operation, error: Cancelled,  
     first = op.measurements[0] if op.measurements else None
     budget = arguments.arguments.get("memory_budget") or 0.0
     nan = math.nan
-    plan = Plan(dataset=dataset, changes=[], predicted_throughput=nan, measured_throughput=nan,
+    plan = Plan(dataset=dataset, changes=[], measured_throughput=nan,
+                prediction=Prediction(nan, "not predicted: the optimization was cut short", {}, nan, frozenset()),
                 baseline_throughput=first.result.throughput if first and first.complete else nan,
-                lp=LPSolution(throughput=nan, theta={}, binding=None),
+                allocation=LPSolution(throughput=nan, theta={}, binding=None),
                 cache=CacheDecision(label=None, node=None, bytes=None, budget=budget,
                                     why="not decided: the optimization was cut short"),
                 theta_by_label={}, trace=first.result if first else None, final_trace=None,

@@ -131,10 +131,10 @@ class Walk:
         return self.steps[-1].dataset if self.steps else None
 
     @property
-    def lp_bounds(self) -> list[float]:
-        """The LP's predicted upper bound at the start of each step (and after the last)."""
+    def allocation_bounds(self) -> list[float]:
+        """The allocation bound (:meth:`Trace.allocation_bound`) at the start of each step (and after the last)."""
         traces = ([self.start] if self.start else []) + [s.after for s in self.steps if s.after]
-        return [t.lp_bound() for t in traces]
+        return [t.allocation_bound() for t in traces]
 
     def __str__(self) -> str:
         from ..render.text import walk_text

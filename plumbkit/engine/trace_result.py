@@ -15,13 +15,13 @@ from ..analysis.operational import Analysis, OpStats, analyze, bottleneck
 from ..model.costs import Calibration
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, snapshot_from_dict, snapshot_to_dict
-from ..planning.decisions import lp_rates, solve
+from ..planning.decisions import solve
 from ..planning.lp import LPSolution
 
 
 @dataclass
 class Trace:
-    """One traced run of a pipeline: operators, their rates, the bottleneck, the LP bound."""
+    """One traced run of a pipeline: operators, their rates, the bottleneck, the allocation bound."""
 
     pipeline: Pipeline
     raw: RawTrace
@@ -75,11 +75,7 @@ class Trace:
                 return o
         raise KeyError(f"no operator {label!r}; operators are: {[o.label for o in self.ops]}")
 
-    def lp_rates(self) -> tuple[dict[str, float], set[str]]:
-        """(R_i of every operator that costs CPU, the sequential ones) for the LP."""
-        return lp_rates(self.analysis)
-
-    def lp_solution(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
+    def allocation(self, cores: float | None = None, **kwargs: Any) -> LPSolution:
         """The resource LP on this trace (cores, each operator's concurrency, the GIL); solved
         once per trace for the plain question (every view of one snapshot asks it: the widget,
         its static copy, the text)."""
@@ -91,11 +87,14 @@ class Trace:
             solved[key] = solve(self, cores=key)
         return solved[key]
 
-    def lp_bound(self, cores: float | None = None) -> float:
-        """Predicted upper bound on throughput (minibatches/s) with ``cores`` (default: this
-        machine's), every operator given the parallelism it needs (up to 64 calls in flight for
-        an operator that waits, with tf.data's thread pool raised to match)."""
-        return self.lp_solution(cores).throughput
+    def allocation_bound(self, cores: float | None = None) -> float:
+        """The allocation bound: the most the operators allow (minibatches/s) with ``cores``
+        (default: this machine's) ideally allocated, every operator given the parallelism it
+        needs (up to 64 calls in flight for an operator that waits, with tf.data's thread pool
+        raised to match) and all Python on one core. The runtime's own costs (your loop's
+        ``next()``, thread hand-offs, cache reads) are not charged: an upper bound of what the
+        operators allow, not a prediction of a plan (that is ``optimize()``'s ``prediction``)."""
+        return self.allocation(cores).throughput
 
     # -- presentation hooks -----------------------------------------------------------------
     def __str__(self) -> str:

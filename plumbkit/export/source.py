@@ -390,7 +390,7 @@ def note_options(source: str, options: Sequence[Option]) -> str:
                 continue
             k = int(change.value)
             text = [f"option: {option.title} (not applied), predicted {option.predicted_throughput:,.1f} "
-                    f"minibatches/s ({option.gain:.1f}x the plan's {option.baseline_throughput:,.1f}); it "
+                    f"minibatches/s ({option.gain:.1f}x the plan's {option.plan_throughput:,.1f}); it "
                     f"changes the order of elements. To turn it on, build each copy from its own share of "
                     f"the data and interleave them:",
                     f"ds = {alias}.data.Dataset.range({k}).interleave(",

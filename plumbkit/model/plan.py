@@ -54,13 +54,13 @@ class Option:
     title: str
     changes: tuple[Change, ...]
     predicted_throughput: float  # minibatches/s with the option on (a prediction)
-    baseline_throughput: float  # the plan's own prediction without it
+    plan_throughput: float  # the plan's own prediction, without it
     note: str  # what it changes besides speed
 
     @property
     def gain(self) -> float:
-        return self.predicted_throughput / self.baseline_throughput if self.baseline_throughput > 0 else float("inf")
+        return self.predicted_throughput / self.plan_throughput if self.plan_throughput > 0 else float("inf")
 
     def __str__(self) -> str:
         return (f"option — {self.title}: predicted {self.predicted_throughput:,.1f} minibatches/s "
-                f"({self.gain:.1f}× the plan's {self.baseline_throughput:,.1f}); {self.note}")
+                f"({self.gain:.1f}× the plan's {self.plan_throughput:,.1f}); {self.note}")

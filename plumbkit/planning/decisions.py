@@ -13,59 +13,42 @@ Each pass reads a *traced pipeline*: anything with ``.pipeline`` (the model) and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Mapping, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
-from ..analysis.costs import GIL_QUEUED, MAX_CONCURRENCY
-from ..analysis.operational import (
-    Analysis,
-    OpStats,
-    cpu_per_minibatch,
-    current_capacity,
-    in_pipeline_rate,
-    in_pipeline_scale,
-)
-from ..model.pipeline import Pipeline
+from ..analysis.operational import Analysis, OpStats, current_capacity, in_pipeline_scale
 from ..model.plan import CacheDecision, Change, Option
 from ..model.units import human_bytes
-from .budget import ESTIMATE_MARGIN, fits, usable_budget
+from ..tunables import (
+    ESTIMATE_MARGIN,
+    HEDGE_PARALLELISM,
+    HEDGE_THETA,
+    MAX_CONCURRENCY,
+    MAX_SOURCE_COPIES,
+    PARALLEL_BATCH_GAIN,
+    PREFETCH_LOSS,
+    SPARE_CALLS,
+    SPARE_THREADS,
+)
+from .budget import fits, usable_budget
 from .lp import Demand, LPSolution, solve_resource_lp
 from .predict import (
     DISK,
-    Evidence,
     PSEUDO,
+    Evidence,
     Layout,
     Prediction,
     RuntimeCosts,
+    Traced,
     best_allocation,
+    demands,
     evidence_from_trace,
     free_in_steady_state,
     layout_with,
+    parallelism_caps,
     predict,
 )
 
-#: Never give a parallelizable operator fewer threads than this (the paper's hedge).
-HEDGE_PARALLELISM = 2
-#: Threads beyond ceil(theta) for an operator the LP gives more than one core: a parallel map's
-#: threads also wait on hand-offs and on its output buffer, so ceil(theta) threads deliver less
-#: than theta cores (measured, speech mask at theta 1.98: 2 threads 1871, 3 threads 2112,
-#: 4 threads 2264 minibatches/s against an LP bound of 2160).
-SPARE_THREADS = 1
-#: Calls in flight for a waiting operator, over what Little's law gives at the bound: in flight,
-#: a call also waits for the GIL and for a core, so it lasts longer than one call alone (the
-#: probe), and a call costs a thread, not a core (measured, 8 ms sleeping py_function: the
-#: exact count, 9 calls, gave 126 minibatches/s against a bound of 142).
-SPARE_CALLS = 1.25
-#: Share of the LP's cores every costly operator keeps, so a cheap one is never starved.
-HEDGE_THETA = 0.05
-#: A batch you wrote sequential is made parallel only when that is predicted this much faster
-#: (:func:`_batches_as_written`).
-PARALLEL_BATCH_GAIN = 1.10
-#: A prefetch at the top is added unless the model predicts the pipeline at least 10% faster
-#: without it (its buffer decouples the pipeline from a training step's pauses, which a
-#: prediction from a bare ``next()`` loop does not see; measured, eight cached scalars per
-#: minibatch: 33-35k/s pulled directly, 16-19k/s through a prefetch).
-PREFETCH_LOSS = 1.1
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
 
@@ -74,81 +57,27 @@ OVERHEAD = "(unattributed overhead)"
 class Decisions:
     """What the passes chose for one trace, and the model's prediction for the result.
 
-    ``predicted_throughput`` is the chosen configuration's own predicted throughput (made from
-    the trace and the measured ceilings only, :mod:`plumbkit.planning.predict`); ``lp`` is the LP
-    bound of the best allocation under the chosen cache; ``theta_by_label`` that allocation over
-    the user's operators (pseudo-operators the LP charged are in ``charged``).
+    ``prediction`` is the chosen layout's :class:`Prediction` from this trace's evidence (the
+    decisions were made on it; :func:`plumbkit.optimize` predicts the layout that ships again
+    once the operators it parallelizes are calibrated in that form). ``allocation`` is the CPU LP
+    under the chosen cache with the runtime's costs charged, whose cores per operator set the
+    threads (``theta_by_label``; pseudo-operators it charged are in ``charged``): its throughput
+    is an input of the decisions, never shown as a prediction.
     """
 
     changes: list[Change]
-    lp: LPSolution
+    allocation: LPSolution
     cache: CacheDecision
-    predicted_throughput: float
+    prediction: Prediction
     theta_by_label: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. the memory budget was capped
     options: list[Option] = field(default_factory=list)  # offered, not applied (they change order)
-    prediction: Prediction | None = None
     charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
     free: list[str] = field(default_factory=list)  # labels of operators that cost nothing in steady state
 
 
-class Traced(Protocol):
-    """What the passes read: the pipeline model and its analysis (a :class:`plumbkit.Trace`)."""
-
-    pipeline: Pipeline
-    analysis: Analysis
-
-
 def default_memory_budget() -> float:
     return usable_budget(None).bytes
-
-
-def lp_rates(analysis: Analysis) -> tuple[dict[str, float], set[str]]:
-    """(R_i of every operator that costs CPU, in the pipeline (:func:`in_pipeline_rate`), the
-    sequential ones) for the LP."""
-    rates = {o.name: in_pipeline_rate(analysis, o) for o in analysis.ops
-             if o.rate_per_core is not None and math.isfinite(o.rate_per_core) and not o.injected}
-    sequential = {o.name for o in analysis.ops if o.sequential}
-    return rates, sequential
-
-
-def demand(analysis: Analysis, o: OpStats, *, max_threads: float | None = None) -> Demand | None:
-    """What operator ``o`` of ``analysis`` needs per minibatch (None: idle, or costs nothing
-    measurable).
-
-    CPU ``V_i c_i`` as spent in the pipeline (:func:`cpu_per_minibatch`, which applies the
-    in-pipeline scale); a latency-bound operator also waits ``V_i l_i`` per minibatch per call in
-    flight; up to :data:`MAX_CONCURRENCY` calls (1 for a sequential operator).
-    """
-    if o.injected or not o.visit_ratio:
-        return None
-    cpu = cpu_per_minibatch(analysis, o)
-    if cpu is None:
-        return None
-    latency = o.visit_ratio * o.latency_per_element if o.bound == "latency" and o.latency_per_element else 0.0
-    if cpu <= 0 and latency <= 0:
-        return None
-    cap = max_threads if max_threads is not None else (1.0 if o.sequential else float(MAX_CONCURRENCY))
-    python = None
-    if o.holds_gil and o.python_per_element is not None and o.cpu_per_element:
-        if o.python_from == GIL_QUEUED:  # a wall-clock ceiling measured alone: not a CPU to scale
-            python = o.visit_ratio * o.python_per_element
-        else:
-            python = cpu * min(1.0, o.python_per_element / o.cpu_per_element)  # scaled as its CPU is
-    return Demand(o.name, cpu=cpu, latency=latency, gil=o.holds_gil, max_threads=cap, python=python)
-
-
-def demands(analysis: Analysis, *, skip: set[str] = frozenset(),
-            max_threads: dict[str, float] | None = None) -> list[Demand]:
-    """Every costly operator's :class:`Demand` (``max_threads`` overrides an operator's cap)."""
-    out = []
-    for o in analysis.ops:
-        if o.name in skip:
-            continue
-        d = demand(analysis, o, max_threads=(max_threads or {}).get(o.name))
-        if d is not None:
-            out.append(d)
-    return out
 
 
 def _user_memory_caches(trace: Traced, mine: set[str]) -> list[tuple[str, float]]:
@@ -160,11 +89,6 @@ def _user_memory_caches(trace: Traced, mine: set[str]) -> list[tuple[str, float]
             size = stats[op.name].materialized_bytes if op.name in stats else None
             out.append((op.name, size or 0.0))
     return out
-
-
-def parallelism_caps(pipeline: Pipeline) -> dict[str, float]:
-    """Most cores TensorFlow lets each capped operator use (an interleave: its cycle length)."""
-    return {op.name: float(op.max_parallelism) for op in pipeline if op.max_parallelism is not None}
 
 
 def decide_cache(trace: Traced, budget: float, root: str | None = None) -> CacheDecision:
@@ -212,16 +136,6 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
         reasons = sorted({o.cache_note for o in trace.analysis.ops if not o.cacheable and not o.injected})
         why = "no operator can be cached: " + "; ".join(reasons)
     return CacheDecision(label=None, node=None, bytes=None, budget=budget, why=why)
-
-
-def _cached_below(trace: Traced, cache_node: str | None) -> set[str]:
-    """Operators that cost nothing in steady state because a cache sits above them."""
-    p = trace.pipeline
-    out = {cache_node} | {o.name for o in p.descendants(cache_node)} if cache_node is not None else set()
-    for op in p:
-        if op.kind == "cache":
-            out |= {o.name for o in p.descendants(op.name)}
-    return out
 
 
 def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
@@ -279,49 +193,66 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     """
     cores = cores or trace.analysis.cores
     usable = usable_budget(memory_budget)
-    budget = usable.bytes
     p = trace.pipeline
     root = root or p.root
     mine = {root} | {o.name for o in p.descendants(root)}
-    if cache:
-        cache_decision = decide_cache(trace, budget, root)
-    else:  # a later round keeps the cache and prefetch decided before
-        cache_decision = CacheDecision(None, None, None, budget, "kept from the previous round")
-    ev = evidence_from_trace(trace, cores=cores, runtime=runtime, disk=disk_bound, costs=costs,
-                             ceilings=bounds)
+    cache_decision = (decide_cache(trace, usable.bytes, root) if cache else  # a later round keeps it
+                      CacheDecision(None, None, None, usable.bytes, "kept from the previous round"))
+    ev = evidence_from_trace(trace, cores=cores, runtime=runtime, disk=disk_bound, costs=costs, ceilings=bounds)
     cached = frozenset({cache_decision.node}) if cache_decision.node else frozenset()
     skip = free_in_steady_state(ev, Layout(cached=cached))
-    # Operators that cost nothing in the trace keep the form you wrote: a batch tf.data fused with
-    # the map below it (MapAndBatch) costs nothing of its own, and a parallel batch would break
-    # the fusion (measured, expert-tuned image pipeline: +1 ms of CPU per minibatch).
-    tunable = [s for s in trace.analysis.ops if not s.injected and s.name in mine and s.name not in skip
-               and p[s.name].parallelizable and s.rate_per_core is not None and math.isfinite(s.rate_per_core)]
+    tunable = _tunable(trace, mine, skip)
     if include_overhead:
         extra = dict(bounds or {})
         if disk_bound and any(op.reads_files and op.name not in skip for op in p):
             extra[DISK] = disk_bound
-        lp = solve(trace, cores=cores, skip=skip, bounds=extra, include_overhead=True)
+        allocation = solve(trace, cores=cores, skip=skip, bounds=extra, include_overhead=True)
     else:
-        lp = best_allocation(ev, Layout(cached=cached), tunable=[s.name for s in tunable])
-    changes: list[Change] = []
-    notes: list[str] = []
-    calls_in_flight = 0
+        allocation = best_allocation(ev, Layout(cached=cached), tunable=[s.name for s in tunable])
     resource_lp = solve(trace, cores=cores, skip=skip, bounds=bounds)  # latency and the GIL (plumbkit.planning.lp)
+    changes = _parallelism_changes(trace, tunable, allocation, resource_lp, cores=cores, root=root)
+    if cache_decision.node is not None:
+        changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
+    prediction = predict(ev, layout_with(ev, changes))
+    notes: list[str] = []
+    if prefetch:
+        changes, prediction, notes = _with_prefetch(trace, ev, changes, prediction, root)
+    changes, prediction, kept = _batches_as_written(ev, changes, prediction)
+    labels = {o.name: o.label for o in trace.analysis.ops}
+    options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
+    return Decisions(
+        changes=changes, allocation=allocation, cache=cache_decision, prediction=prediction,
+        # the allocation shown is over the user's own operators (not the measuring wrapper, not
+        # the pseudo-operators the LP charged, which are listed apart)
+        theta_by_label={labels.get(k, k): v for k, v in allocation.theta.items() if k in mine},
+        charged={k: v for k, v in allocation.theta.items() if k in PSEUDO or k == OVERHEAD},
+        free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
+        options=priced_options(ev, changes, options, prediction),
+        notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes + kept)
+
+
+def _tunable(trace: Traced, mine: set[str], skip: set[str]) -> list[OpStats]:
+    """The user's operators whose parallelism the plan may set.
+
+    Operators that cost nothing in the trace keep the form you wrote: a batch tf.data fused with
+    the map below it (MapAndBatch) costs nothing of its own, and a parallel batch would break
+    the fusion (measured, expert-tuned image pipeline: +1 ms of CPU per minibatch).
+    """
+    p = trace.pipeline
+    return [s for s in trace.analysis.ops if not s.injected and s.name in mine and s.name not in skip
+            and p[s.name].parallelizable and s.rate_per_core is not None and math.isfinite(s.rate_per_core)]
+
+
+def _parallelism_changes(trace: Traced, tunable: list[OpStats], allocation: LPSolution,
+                         resource_lp: LPSolution, *, cores: float, root: str) -> list[Change]:
+    """Threads for each tunable operator (the allocation's cores; a waiting operator the calls
+    in flight the resource LP says it needs), and the thread pool the waiting calls need."""
+    p = trace.pipeline
+    changes: list[Change] = []
+    calls_in_flight = 0
     for stats in tunable:
         op = p[stats.name]
-        theta = lp.theta.get(stats.name, 0.0)
-        if stats.bound == "latency":
-            calls = resource_lp.threads.get(stats.name, 0.0)
-            target = max(HEDGE_PARALLELISM, min(MAX_CONCURRENCY, math.ceil(calls * SPARE_CALLS - 1e-6)))
-            why = (f"waits {_ms(stats.latency_per_element)} per element for {_ms(stats.cpu_per_element)} of CPU: "
-                   f"{calls:.1f} calls in flight keep up with the bound, {target} with room for the "
-                   f"GIL and the cores (order kept)")
-        else:
-            target = _threads_for(theta, cores)
-            why = f"LP gives it {theta:.2f} of {cores:g} cores"
-            if stats.holds_gil:
-                target = HEDGE_PARALLELISM
-                why += "; it runs Python, so more threads share one core (the GIL)"
+        target, why = _threads_and_why(stats, allocation, resource_lp, cores)
         if op.max_parallelism is not None and target > op.max_parallelism:
             target = op.max_parallelism  # TensorFlow refuses an interleave above its cycle length
             why += f" (capped at its cycle length {target})"
@@ -335,38 +266,37 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         changes.append(Change("threadpool", p[root].label, root, pool,
                               f"{calls_in_flight} calls of waiting operators in flight, beside "
                               f"{int(cores)} threads for the rest: tf.data's pool is one thread per core"))
-    if cache_decision.node is not None:
-        changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
-    prediction = predict(ev, layout_with(ev, changes))
-    if prefetch and (more := _prefetch_change(trace, root)):
-        prefetched = predict(ev, layout_with(ev, changes + more))
-        if prefetched.throughput * PREFETCH_LOSS >= prediction.throughput:
-            changes, prediction = changes + more, prefetched
-        else:
-            notes.append(f"no prefetch at the top: {prediction.throughput:,.0f} minibatches/s are predicted "
-                         f"without one, {prefetched.throughput:,.0f} with one (a prefetch costs your loop a "
-                         f"wake-up of its thread per minibatch, more than what it would overlap)")
-    changes, prediction, kept = _batches_as_written(ev, changes, prediction)
-    notes += kept
-    labels = {o.name: o.label for o in trace.analysis.ops}
-    # the allocation shown is over the user's own operators (not the measuring wrapper, not the
-    # pseudo-operators the LP charged, which are listed apart)
-    theta_by_label = {labels.get(k, k): v for k, v in lp.theta.items() if k in mine}
-    charged = {k: v for k, v in lp.theta.items() if k in PSEUDO or k == OVERHEAD}
-    options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
-    predicted = prediction.throughput
-    waits = any(c.what == "threadpool" for c in changes) or any(
-        (s.bound == "latency" or s.holds_gil) and s.name not in skip and not s.injected for s in trace.analysis.ops)
-    if waits:
-        # The CPU model above has no notion of waiting or of the GIL: the plan's own concurrency
-        # under the resource LP bounds it too (calls in flight, one core for all Python).
-        planned = {c.node: float(c.value) for c in changes if c.what == "parallelism"}
-        caps = {s.name: planned.get(s.name, float(s.parallelism or 1)) for s in tunable}
-        predicted = min(predicted, solve(trace, cores=cores, skip=skip, bounds=bounds, max_threads=caps).throughput)
-    return Decisions(changes=changes, lp=lp, cache=cache_decision, predicted_throughput=predicted,
-                     theta_by_label=theta_by_label, prediction=prediction, charged=charged,
-                     free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
-                     options=options, notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes)
+    return changes
+
+
+def _threads_and_why(stats: OpStats, allocation: LPSolution, resource_lp: LPSolution,
+                     cores: float) -> tuple[int, str]:
+    if stats.bound == "latency":
+        calls = resource_lp.threads.get(stats.name, 0.0)
+        target = max(HEDGE_PARALLELISM, min(MAX_CONCURRENCY, math.ceil(calls * SPARE_CALLS - 1e-6)))
+        return target, (f"waits {_ms(stats.latency_per_element)} per element for {_ms(stats.cpu_per_element)} "
+                        f"of CPU: {calls:.1f} calls in flight keep up with the bound, {target} with room "
+                        f"for the GIL and the cores (order kept)")
+    theta = allocation.theta.get(stats.name, 0.0)
+    if stats.holds_gil:
+        return HEDGE_PARALLELISM, (f"LP gives it {theta:.2f} of {cores:g} cores; it runs Python, so more "
+                                   f"threads share one core (the GIL)")
+    return _threads_for(theta, cores), f"LP gives it {theta:.2f} of {cores:g} cores"
+
+
+def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], prediction: Prediction,
+                   root: str) -> tuple[list[Change], Prediction, list[str]]:
+    """Add a prefetch at the top unless the model predicts the pipeline clearly faster without it."""
+    more = _prefetch_change(trace, root)
+    if not more:
+        return changes, prediction, []
+    prefetched = predict(ev, layout_with(ev, changes + more))
+    if prefetched.throughput * PREFETCH_LOSS >= prediction.throughput:
+        return changes + more, prefetched, []
+    return changes, prediction, [
+        f"no prefetch at the top: {prediction.throughput:,.0f} minibatches/s are predicted without one, "
+        f"{prefetched.throughput:,.0f} with one (a prefetch costs your loop a wake-up of its thread per "
+        f"minibatch, more than what it would overlap)"]
 
 
 def _batches_as_written(ev: Evidence, changes: list[Change],
@@ -415,10 +345,6 @@ def _ms(seconds: float | None) -> str:
     return f"{seconds * 1e3:.1f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.0f} µs"
 
 
-#: Copies of a waiting source the interleave option reads side by side, at most.
-MAX_SOURCE_COPIES = 16
-
-
 def offered_options(trace: Traced, lp: LPSolution, *, cores: float, skip: set[str],
                     bounds: dict[str, float] | None, mine: set[str]) -> list[Option]:
     """Changes worth offering but not applying: more concurrency that changes element order.
@@ -446,10 +372,22 @@ def offered_options(trace: Traced, lp: LPSolution, *, cores: float, skip: set[st
                         f"it waits {_ms(stats.latency_per_element)} per element, one call at a time")
         out.append(Option(
             title=f"read {copies} copies of {stats.label} side by side", changes=(change,),
-            predicted_throughput=better.throughput, baseline_throughput=lp.throughput,
+            predicted_throughput=better.throughput, plan_throughput=lp.throughput,  # priced by predict() below
             note=("changes the order of elements (interleave with deterministic=False), and each "
                   "copy must yield its own share of the data (e.g. shard the generator's input by "
                   "the copy's index): not applied, turn it on yourself")))
+    return out
+
+
+def priced_options(ev: Evidence, changes: list[Change], options: list[Option],
+                   plan: Prediction) -> list[Option]:
+    """Each option priced by the one prediction: the plan's layout with the option on, against
+    the plan's own prediction (an option the model does not predict faster is dropped)."""
+    out = []
+    for option in options:
+        with_it = predict(ev, layout_with(ev, list(changes) + list(option.changes)))
+        if with_it.throughput > plan.throughput:
+            out.append(replace(option, predicted_throughput=with_it.throughput, plan_throughput=plan.throughput))
     return out
 
 

@@ -20,19 +20,29 @@ threads: the consumer's, a prefetch's, a parallel operator's pool (its own funct
 runner (the sequential operators below it, up to the next thread boundary). The prediction is
 the smallest of: each thread's capacity (1 / its work per minibatch), each parallel operator's
 ``min(threads, cores) / w_i``, the cores over the CPU per minibatch (operators, hand-offs,
-cache reads, the consumer), and the disk. Pure Python.
+cache reads, the consumer), the disk, and, where an operator waits or runs Python, the resource
+LP (:func:`plumbkit.planning.lp.solve_resource_lp`) at the layout's own concurrency: calls in
+flight (Little's law) and one core for all Python, which the thread and CPU limits do not see.
+
+This module owns the prediction: :func:`predict` is the one function that turns evidence and a
+layout into a :class:`Prediction`, and every figure shown as "predicted" (the plan's headline,
+the per-configuration table, an option's figures, the widget, the bench) is one such object's
+``throughput`` beside its own ``binding`` and ``limits``. Pure Python.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Iterable, Mapping, Protocol
 
-from ..analysis.operational import Analysis, cpu_per_minibatch
+from ..analysis.costs import GIL_QUEUED
+from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
-from .lp import LPSolution, solve_cpu_lp
+from ..tunables import MAX_CONCURRENCY
+from .lp import GIL, Demand, LPSolution, solve_cpu_lp, solve_resource_lp
 
 #: Pseudo-operators the LP charges besides the user's operators (never shown as an allocation).
 CONSUMER = "(consumer: your loop's next(), measured)"
@@ -70,13 +80,59 @@ class RuntimeCosts:
 
     @property
     def best_consumer(self) -> float | None:
-        """The consumer's ceiling in its better form (the LP bound's)."""
+        """The consumer's ceiling in its better form (the allocation LP's)."""
         return max((c for c in (self.consumer, self.consumer_plain) if c), default=None)
 
 
 class Traced(Protocol):
+    """What planning reads: the pipeline model and its analysis (a :class:`plumbkit.Trace`)."""
+
     pipeline: Pipeline
     analysis: Analysis
+
+
+def demand(analysis: Analysis, o: OpStats, *, max_threads: float | None = None) -> Demand | None:
+    """What operator ``o`` of ``analysis`` needs per minibatch (None: idle, or costs nothing
+    measurable): the resource LP's input for it.
+
+    CPU ``V_i c_i`` as spent in the pipeline (:func:`cpu_per_minibatch`, which applies the
+    in-pipeline scale); a latency-bound operator also waits ``V_i l_i`` per minibatch per call in
+    flight; up to :data:`MAX_CONCURRENCY` calls (1 for a sequential operator).
+    """
+    if o.injected or not o.visit_ratio:
+        return None
+    cpu = cpu_per_minibatch(analysis, o)
+    if cpu is None:
+        return None
+    latency = o.visit_ratio * o.latency_per_element if o.bound == "latency" and o.latency_per_element else 0.0
+    if cpu <= 0 and latency <= 0:
+        return None
+    cap = max_threads if max_threads is not None else (1.0 if o.sequential else float(MAX_CONCURRENCY))
+    python = None
+    if o.holds_gil and o.python_per_element is not None and o.cpu_per_element:
+        if o.python_from == GIL_QUEUED:  # a wall-clock ceiling measured alone: not a CPU to scale
+            python = o.visit_ratio * o.python_per_element
+        else:
+            python = cpu * min(1.0, o.python_per_element / o.cpu_per_element)  # scaled as its CPU is
+    return Demand(o.name, cpu=cpu, latency=latency, gil=o.holds_gil, max_threads=cap, python=python)
+
+
+def demands(analysis: Analysis, *, skip: Iterable[str] = frozenset(),
+            max_threads: Mapping[str, float] | None = None) -> list[Demand]:
+    """Every costly operator's :class:`Demand` (``max_threads`` overrides an operator's cap)."""
+    out = []
+    for o in analysis.ops:
+        if o.name in skip:
+            continue
+        d = demand(analysis, o, max_threads=(max_threads or {}).get(o.name))
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def parallelism_caps(pipeline: Pipeline) -> dict[str, float]:
+    """Most cores TensorFlow lets each capped operator use (an interleave: its cycle length)."""
+    return {op.name: float(op.max_parallelism) for op in pipeline if op.max_parallelism is not None}
 
 
 @dataclass(frozen=True)
@@ -97,6 +153,10 @@ class Evidence:
     #: operator -> CPU seconds per minibatch in its parallel form (calibrated with calls in
     #: flight, same scale as ``cost``), for operators that ran one call at a time
     parallel_cost: Mapping[str, float] = field(default_factory=dict)
+    #: every costly operator's CPU, wait and GIL per minibatch (the resource LP's input), and the
+    #: Python consumer's own seconds per minibatch (it holds the GIL too)
+    demands: tuple[Demand, ...] = ()
+    consumer_gil: float = 0.0
 
     @property
     def runtime_in_costs(self) -> bool:
@@ -142,7 +202,8 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         sequential=frozenset(op.name for op in p if not op.parallelizable), cores=float(cores or a.cores),
         runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
-        parallel_cost=parallel,
+        parallel_cost=parallel, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
+        consumer_gil=a.consumer_cpu_per_batch or 0.0,
     )
 
 
@@ -194,6 +255,8 @@ def layout_with(ev: Evidence, changes: Iterable[Change], *, autotune_threads: in
             threads[c.node] = int(c.value) if int(c.value) > 0 else (autotune_threads or int(ev.cores))
         elif c.what == "sequential":
             threads.pop(c.node, None)
+        elif c.what == "interleave_sources":  # copies read side by side, each its own call
+            threads[c.node] = int(c.value)
         elif c.what == "cache":
             cached.add(c.node)
         elif c.what == "prefetch" and p[c.node].kind != "prefetch":
@@ -295,15 +358,54 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
     if ev.disk and any(op.reads_files and op.name not in free and op.name not in layout.cached for op in p):
         limits[DISK] = ev.disk
     limits.update({k: v for k, v in ev.ceilings.items() if v is not None and math.isfinite(v)})
+    if (waiting := waiting_limit(ev, layout, free)) is not None:
+        limits[waiting[0]] = waiting[1]
     if not limits:
         return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
     binding = min(limits, key=limits.get)
     return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
 
 
+def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str]) -> tuple[str, float] | None:
+    """The resource LP at ``layout``'s own concurrency, where an operator waits or runs Python.
+
+    Each operator gets the calls in flight the layout gives it (its threads; one for a sequential
+    one) and no more, and all Python shares one core: what the thread and CPU limits of
+    :func:`predict` do not see. Named by what binds in it. None: nothing waits or holds the GIL.
+    """
+    p = ev.pipeline
+    free = set(free) | set(layout.cached)
+    needs = [d for d in ev.demands if d.name not in free and d.name in p.operators]
+    if not any(d.latency > 0 or d.gil for d in needs):
+        return None
+    capped = [replace(d, max_threads=_calls_in_flight(ev, layout, d)) for d in needs]
+    lp = solve_resource_lp(capped, cores=ev.cores, consumer_gil=ev.consumer_gil)
+    if lp.binding == GIL:
+        name = GIL
+    elif lp.binding in p.operators:
+        calls = next(d.max_threads for d in capped if d.name == lp.binding)
+        name = f"{p[lp.binding].label} ({calls:g} call{'s' if calls != 1 else ''} in flight)"
+    else:
+        name = f"CPU ({ev.cores:g} cores) with waiting operators' calls in flight"
+    return name, lp.throughput
+
+
+def _calls_in_flight(ev: Evidence, layout: Layout, d: Demand) -> float:
+    """Calls ``layout`` lets an operator have in flight: its threads, one in its plain form."""
+    op = ev.pipeline[d.name]
+    if d.name in layout.threads:  # its threads, or the copies of it an option reads side by side
+        calls = float(layout.threads[d.name])
+    elif op.parallelizable:
+        calls = 1.0
+    else:
+        return d.max_threads
+    return min(calls, float(op.max_parallelism)) if op.max_parallelism is not None else calls
+
+
 def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | None = None,
                     charge_runtime: bool = True, hedge: Mapping[str, float] | None = None) -> LPSolution:
-    """The LP bound of the best CPU allocation with ``layout``'s caches (Plumber §4.3).
+    """The best CPU allocation with ``layout``'s caches (Plumber §4.3): its cores per operator set a
+    plan's threads; its throughput is an input of the decisions, not the prediction.
 
     Operators below a cache drop out; with ``charge_runtime`` the CPU no operator accounts for
     is charged as measured: the consumer (a sequential pseudo-operator at its measured ceiling),

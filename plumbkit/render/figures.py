@@ -21,7 +21,7 @@ def walk_figure(bottleneck: "Walk", randoms: "Sequence[Walk]" = (), *, title: st
         ax.annotate(str(op), (i, bottleneck.throughputs[i]), fontsize=7, rotation=20)
     for k, w in enumerate(randoms):
         ax.plot(w.throughputs, ".--", color="#1f77b4", alpha=0.7, label="random steps (measured)" if k == 0 else None)
-    ax.plot(bottleneck.lp_bounds, ":", color="black", label="LP bound (predicted)")
+    ax.plot(bottleneck.allocation_bounds, ":", color="black", label="allocation bound (of each trace)")
     ax.set_xlabel("step")
     ax.set_ylabel("minibatches / s")
     ax.set_title(title or "bottleneck steps vs random steps")
@@ -53,16 +53,21 @@ def throughput_figure(trace: "Trace") -> "Figure":
 
 
 def baseline_figure(plan: "Plan") -> "Figure":
-    """Measured throughput of each configuration (medians under one protocol), with each
-    configuration's own prediction (made before any rewrite) beside it."""
+    """Each configuration's own prediction (made before any rewrite) and its measured throughput
+    (median under one protocol) as paired bars; a configuration without a prediction (AUTOTUNE
+    picks its parallelism at run time) has its measured bar alone."""
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
     names = list(plan.baselines)
-    ax.bar(names, [plan.baselines[n] for n in names], color="#1f77b4", label="measured (median)")
-    predicted = [(i, plan.predictions[n]) for i, n in enumerate(names) if n in plan.predictions]
-    ax.scatter([i for i, _ in predicted], [v for _, v in predicted], marker="x", s=80, color="black",
-               zorder=3, label="its own prediction (before the fact)")
-    ax.set_yscale("log")
+    x = range(len(names))
+    ax.bar([i - 0.2 for i in x], [plan.predictions.get(n, 0.0) for n in names], width=0.4,
+           color="#aec7e8", label="predicted (before the fact)")
+    ax.bar([i + 0.2 for i in x], [plan.baselines[n] for n in names], width=0.4,
+           color="#1f77b4", label="measured (median)")
+    for i, n in enumerate(names):
+        if n not in plan.predictions:
+            ax.text(i - 0.2, 0, "no\nprediction", ha="center", va="bottom", fontsize=6, color="#555")
+    ax.set_xticks(list(x), names, fontsize=8, rotation=15)
     ax.set_ylabel("minibatches / s")
     ax.legend(fontsize=8)
     fig.tight_layout()

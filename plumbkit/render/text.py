@@ -42,6 +42,17 @@ def cpu_basis_line(trace: "Trace") -> str:
             "calibrated (wall time includes waiting for a core)")
 
 
+def allocation_bound_line(trace: "Trace") -> str:
+    """The one bound a trace view shows, named for what it bounds and under which costs."""
+    try:
+        bound = trace.allocation_bound()
+    except Exception as err:  # noqa: BLE001 - the report must render whatever the solver says
+        return f"allocation bound: unavailable ({err})"
+    return (f"allocation bound with {trace.cores} cores: {bound:,.1f} minibatches/s (the most your "
+            f"operators allow with the cores ideally allocated; your loop, hand-offs and cache reads "
+            f"not charged)")
+
+
 def summary_lines(trace: "Trace") -> list[str]:
     a = trace.analysis
     lines = [
@@ -49,10 +60,7 @@ def summary_lines(trace: "Trace") -> list[str]:
         f"trace ended: {trace.ended})",
         bottleneck_line(trace),
     ]
-    try:
-        lines.append(f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.2f} minibatches/s (prediction)")
-    except Exception as err:  # noqa: BLE001 - the report must render whatever the solver says
-        lines.append(f"LP upper bound: unavailable ({err})")
+    lines.append(allocation_bound_line(trace))
     lines.append(cpu_basis_line(trace))
     over = f", operators' calibrated CPU {pct(a.over_attributed_share)} above it" if a.over_attributed_share > 0.005 else ""
     lines.append(f"process CPU {a.cpu_seconds:.2f} core-s; {pct(min(1.0, 1 - a.unattributed_share))} accounted "
@@ -85,11 +93,12 @@ def text_report(trace: "Trace") -> str:
 
 def walk_text(walk: "Walk") -> str:
     """One line per step: the operator given a thread and the throughput measured after it."""
-    lines = [f"{walk.policy} walk: {len(walk.steps)} steps, minibatches/s measured (LP bound predicted)"]
-    bounds = walk.lp_bounds
+    lines = [f"{walk.policy} walk: {len(walk.steps)} steps, minibatches/s measured (allocation bound of each "
+             f"step's trace)"]
+    bounds = walk.allocation_bounds
     for i, value in enumerate(walk.throughputs):
         op = "start" if i == 0 else f"+1 thread for {walk.steps[i - 1].operator}"
-        bound = f" (LP bound {bounds[i]:.1f})" if i < len(bounds) else ""
+        bound = f" (allocation bound {bounds[i]:.1f})" if i < len(bounds) else ""
         lines.append(f"  {i}: {value:10.1f}{bound}  {op}")
     return "\n".join(lines)
 
@@ -122,14 +131,10 @@ def plan_rows(plan: "Plan") -> list[tuple[str, str, str, str]]:
 
 def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
     """(what the figure is, the figure) for the plan's headline numbers, each labelled."""
-    out = [("plan's own throughput, predicted before any rewrite",
-            f"{plan.predicted_throughput:,.1f} minibatches/s"
-            + (f" (bound by {plan.prediction.binding})" if plan.prediction else "")),
-           ("LP bound of the best allocation under the plan's cache (before the fact; consumer, "
-            "hand-offs and cache reads charged)", f"{plan.lp.throughput:,.1f} minibatches/s")]
-    if plan.refined_bound is not None:
-        out.append(("LP bound refined after one rewrite (a trace of the rewritten pipeline; not the "
-                    "prediction)", f"{plan.refined_bound:,.1f} minibatches/s"))
+    p = plan.prediction
+    out = [("plan's throughput, predicted before any rewrite",
+            f"{p.throughput:,.1f} minibatches/s, bound by {p.binding}"
+            + (f" ({p.cpu_per_batch * 1e3:.2f} ms of CPU per minibatch)" if p.cpu_per_batch else ""))]
     out.append(("plan's throughput, measured", f"{plan.measured_throughput:,.1f} minibatches/s"))
     out.append(("prediction error (before the fact)", pct(plan.prediction_error)))
     if plan.speedup is not None:
@@ -150,7 +155,7 @@ def plan_text(plan: "Plan") -> str:
     lines += [f"    - {c}" for c in plan.proposed_changes] or ["    (none)"]
     if plan.theta_by_label:
         alloc = ", ".join(f"{k} {v:.2f}" for k, v in plan.theta_by_label.items())
-        lines.append(f"  LP allocation over your operators (cores): {alloc}")
+        lines.append(f"  cores the LP gives your operators (sets their threads): {alloc}")
     if plan.charged:
         lines.append("  the LP also charged: " + ", ".join(f"{k} {v:.2f} cores" for k, v in plan.charged.items()))
     if plan.free:

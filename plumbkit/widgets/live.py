@@ -15,13 +15,14 @@ from ..engine.trace_result import Trace
 from ..engine.tracing import trace as trace_pipeline
 from ..model.errors import PipelineError
 from ..model.units import human_bytes
-from ..render.table import COLUMNS, row_cells, throughput_series
+from ..render.table import COLUMN_NOTES, COLUMNS, row_cells, throughput_series
+from ..render.text import allocation_bound_line
 from .common import Background, Runner, in_cell_mode, svg_lines
 
 #: Redraw at most this often (seconds): live, yet cheap for the kernel (the trace builds no
 #: analysis between redraws).
 MIN_REDRAW_INTERVAL = 0.25
-#: Re-solve the LP bound shown under the table at most this often while tracing (a solve costs
+#: Re-solve the allocation bound shown under the table at most this often while tracing (a solve costs
 #: ~10 ms of CPU in cvxpy, ten times an analysis); the final redraw always solves it.
 LP_INTERVAL = 1.0
 
@@ -30,7 +31,7 @@ def _bar(fraction: float | None, color: str) -> str:
     if fraction is None:
         return "—"
     pct = max(0.0, min(1.0, fraction)) * 100
-    return (f'<div style="width:50px;background:#eee;display:inline-block;vertical-align:middle">'
+    return (f'<div style="width:28px;background:#eee;display:inline-block;vertical-align:middle">'
             f'<div style="width:{pct:.0f}%;background:{color};height:9px"></div></div> {pct:.0f}%')
 
 
@@ -40,22 +41,27 @@ def table_html(trace: Trace, bottleneck_op: Any = None) -> str:
     if bottleneck_op is None:
         bottleneck_op = trace.bottleneck
     bottleneck = bottleneck_op.name if bottleneck_op else None
-    head = "".join(f"<th style='text-align:left;padding:2px 6px'>{html.escape(c)}</th>" for c in COLUMNS)
+    head = "".join(f"<th style='text-align:left;vertical-align:bottom;padding:1px 3px' "
+                   f"title='{html.escape(COLUMN_NOTES.get(c, ''))}'>{html.escape(c).replace('/', '/<wbr>')}</th>"
+                   for c in COLUMNS)
     rows = []
     for o in trace.ops:
         cells = row_cells(o)
         cells_html = [html.escape(c) for c in cells]
         cells_html[COLUMNS.index("CPU")] = _bar(o.cpu_share, "#1f77b4")
         cells_html[COLUMNS.index("util")] = _bar(o.utilization, "#ff7f0e")
+        cells_html[COLUMNS.index("CPU/elem")] = cells_html[COLUMNS.index("CPU/elem")].replace("; ", "<br>")
         is_b = o.name == bottleneck
         style = "background:#ffd6d6;font-weight:bold" if is_b else ""
         mark = "▶" if is_b else ""
-        tds = "".join(f"<td style='padding:2px 6px;white-space:nowrap'>{c}</td>" for c in cells_html)
+        tds = "".join(f"<td style='padding:1px 3px;white-space:nowrap'>{c}</td>" for c in cells_html)
         title = html.escape(o.note or o.cache_note)
         rows.append(f"<tr class='plumbkit-row{' plumbkit-bottleneck' if is_b else ''}' "
                     f"style='{style}' title='{title}'><td title='bottleneck'>{mark}</td>{tds}</tr>")
-    return (f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:12px'>"
-            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+    # narrow columns and headers that wrap keep it within the widget; a scroll bar only beyond
+    return (f"<div style='overflow-x:auto;max-width:100%'>"
+            f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:11px'>"
+            f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def status_text(trace: Trace, state: str, bottleneck: Any = None) -> str:
@@ -181,8 +187,7 @@ class LiveTraceWidget(w.VBox):
                 self._lp_at, self._lp_note = now, None
                 if trace.raw.snapshots and trace.throughput > 0:
                     try:
-                        self._lp_note = (f"LP upper bound with {trace.cores} cores: {trace.lp_bound():.1f} "
-                                         f"minibatches/s (prediction)")
+                        self._lp_note = allocation_bound_line(trace)
                     except Exception:  # noqa: BLE001 - no bound yet (nothing measured): say nothing
                         pass
             notes = ([self._lp_note] if self._lp_note else []) + list(trace.notes)
