@@ -54,6 +54,7 @@ from scipy.stats import binom
 from ..host.machine import machine_busy_seconds
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
+from ..model.errors import first_line
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -396,7 +397,7 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
                 comparison.complete = False
                 return comparison
             except Exception as err:  # noqa: BLE001 - reported as this contender's failure
-                result.failed = f"{type(err).__name__}: {_first_line(str(err))}"
+                result.failed = f"{type(err).__name__}: {first_line(str(err))}"
                 continue
             finally:
                 done += 1
@@ -408,6 +409,3 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
     return comparison
 
 
-def _first_line(message: str) -> str:
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    return lines[0][:300] if lines else ""

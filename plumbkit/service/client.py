@@ -31,6 +31,7 @@ from ..model.errors import PipelineError
 from .cluster import ServiceCluster
 from .errors import LostWorker, ServiceError, ServiceStall
 from .processes import STARTUP_SECONDS, can_pin, describe_exit, launch, log_tail, package_parent
+from ..model.errors import first_line
 
 
 def _send(fd: int, obj: Any) -> None:
@@ -321,7 +322,7 @@ def client_main(args: dict[str, Any]) -> None:
         try:
             answer = {"ok": handle(request, counter)}
         except Exception as err:  # noqa: BLE001 - the parent reports it
-            answer = {"error": f"{type(err).__name__}: {_first_line(str(err))}",
+            answer = {"error": f"{type(err).__name__}: {first_line(str(err))}",
                       "trace": traceback.format_exc()}
         # The request's iterators (held in cycles by tf.functions) stop their threads and
         # release their service jobs now, not whenever the collector next runs.
@@ -330,11 +331,6 @@ def client_main(args: dict[str, Any]) -> None:
         reporter.join()
         send({"progress": counter.n})
         send(answer)
-
-
-def _first_line(message: str) -> str:
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    return lines[0] if lines else message
 
 
 __all__ = ["InProcessClient", "MeasuringClient", "Watch", "client_main", "shared_client", "stall_error"]

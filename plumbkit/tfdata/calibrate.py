@@ -40,60 +40,41 @@ from tensorflow.python.ops import gen_dataset_ops
 from ..host.machine import available_cores
 from ..model.costs import ALONE, FUSED, SOURCE, Calibration, OperatorCost
 from ..model.pipeline import Operator, Pipeline
+from ..tunables import (
+    CORES_SPARE_SHARE,
+    IN_FLIGHT_CALLS,
+    LATENCY_RATIO,
+    MAX_CONCURRENCY,
+    PROBE_CANDIDATE_RATIO,
+    PULLED_PER_STEP,
+    QUEUED_STRETCH,
+    QUIET_SHARE,
+    QUIET_STEP_SECONDS,
+    SETTLED_SPREAD,
+    TARGET_CPU_SECONDS,
+    WORKER_SHARE,
+)
 from . import graph_edits
 from .graph import dataset_at
 from .python_ops import python_call_cpu
+from ..model.errors import first_line
 
 #: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
 #: most; fewer (not under MIN_SAMPLE) when computing them would take over SAMPLE_SECONDS.
 SAMPLE_ELEMENTS, MIN_SAMPLE, SAMPLE_SECONDS = 32, 4, 0.1
-#: Process CPU seconds one timed run of an operator aims at (measured: at 0.02 s the medians of
-#: three runs were 0.5-1.5x the isolated truth of a planted map; at 0.05-0.06 s, 0.9-1.2x).
-TARGET_CPU_SECONDS = 0.04
-#: Elements of the operator under test pulled per loop step (its input alone: as many times the
-#: inputs it reads per element). Measured against the reduce-driven truth, a planted 110 µs map
-#: read 1.10x it at one per step (a blocking step per element costs the graph loop's threads
-#: CPU of their own), 1.03x at two, 0.93x at four, 0.85x at 64 (medians of eight); over the
-#: accuracy bench's 46 operators the median error fell from 20% to 15% going from one to two
-#: (benchmarks/results/2026-11-25-accuracy).
-PULLED_PER_STEP = 2
 #: Elements pulled before timing (the iterator's start-up, buffers filled).
 WARM_ELEMENTS = 4
 #: Loop steps one timed run takes: at most MAX_STEPS, at least MIN_STEPS unless it waits.
 MAX_STEPS, MIN_STEPS = 100_000, 16
 #: Wall seconds one ``next()`` of the driver aims at (it consumes many elements inside TensorFlow).
 NEXT_SECONDS = 0.003
-#: Quiet means: less than this share of one core used over QUIET_STEP_SECONDS.
-QUIET_SHARE, QUIET_STEP_SECONDS = 0.15, 0.003
 #: Wall seconds a timed run may last at most (an operator that mostly waits).
 TARGET_WALL_SECONDS = 0.05
 #: Timed runs of the operator (and of its sample alone), interleaved, after the warm-up: at
 #: least ROUNDS, more (up to MAX_ROUNDS) while their spread is above SETTLED_SPREAD.
-ROUNDS, MAX_ROUNDS, SETTLED_SPREAD = 3, 6, 0.15
+ROUNDS, MAX_ROUNDS = 3, 6
 #: Wall seconds the sequential latency probe aims at.
 PROBE_WALL_SECONDS = 0.06
-#: Probed one call at a time, an operator whose wall time per element is this many times its
-#: CPU waits (the planner's threshold, plumbkit.analysis.costs.LATENCY_RATIO, is the same).
-WAITS_RATIO = 3.0
-#: Calls in flight for the second probe of a waiting operator: its CPU per element falls with
-#: concurrency (measured, 8 ms sleeping py_function: 0.70 ms of CPU per element one call at a
-#: time, 0.34 ms with 8 calls in flight, 0.24 ms with 24: each call's hand-offs, the consumer's
-#: wake-ups, are shared), and a plan runs it with many.
-IN_FLIGHT_CALLS = 16
-#: Calls in flight for the third probe of a waiting Python operator (the most the planner gives
-#: one, plumbkit.analysis.costs.MAX_CONCURRENCY): whatever it sustains so is its ceiling in any
-#: plan. Measured, an 8 ms sleeping ``py_function`` on 2 cores: 16 calls 1.9k elements/s, 32
-#: 3.3k, 64 3.8k, 96 4.0k, with 1.5 cores busy: its calls queue for the GIL (its Python, and
-#: TensorFlow's side of each call, which the thread clock inside the call does not see).
-QUEUED_CALLS = 64
-#: Calls that last this many times one call alone queued for something (their duration by
-#: Little's law: calls in flight / elements per second).
-QUEUED_STRETCH = 1.25
-#: ... and it was not the cores when the run kept less than this share of them busy.
-CORES_SPARE_SHARE = 0.85
-#: A traced wall time per element this many times the calibrated CPU makes an operator a
-#: candidate for the latency probe (waiting for a core alone rarely exceeds it on 2 cores).
-PROBE_CANDIDATE_RATIO = 1.5
 #: Kinds that make at least one element of every input (or batch of inputs): run on a sample
 #: repeated forever, they never starve (others are first counted on one pass of the sample).
 NEVER_EMPTY_KINDS = frozenset({"map", "batch", "padded_batch", "map_and_batch", "shuffle"})
@@ -144,7 +125,7 @@ def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hi
         try:
             cost = _calibrate_operator(graph_def, op, options, hint, parallel_calls)
         except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError) as err:
-            cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {_first_line(err)}")
+            cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {first_line(err)}")
         costs[op.name] = _replace_seconds(cost, time.perf_counter() - start)
     consumer = consumer_cpu_per_batch(ds)
     return Calibration(costs=costs, consumer_cpu_per_batch=consumer, seconds=time.perf_counter() - t0)
@@ -216,10 +197,6 @@ def _schedstat() -> dict[str, tuple[int, int]]:
         except (OSError, ValueError):
             continue
     return out
-
-
-#: A thread counts as doing the run's work when it used at least this share of the run's CPU.
-WORKER_SHARE = 0.05
 
 
 def runnable_seconds(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> float:
@@ -536,7 +513,7 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, read_wall: float, *
     cost = _replace(cost, latency_per_element=latency, probe_cpu_per_element=run.cpu / run.elements,
                     python_share=_share(python[0] - before, run.cpu) if holds_gil else None)
     # waiting, it runs with many calls in flight in a plan: its CPU and Python share as it will
-    if latency >= WAITS_RATIO * max(run.cpu / run.elements, 1e-9):
+    if latency >= LATENCY_RATIO * max(run.cpu / run.elements, 1e-9):
         cost = _in_flight(graph_def, top, options, cost, holds_gil=holds_gil)
     return cost
 
@@ -573,17 +550,17 @@ def _with_calls_in_flight(graph_def, top: str, options, calls: int) -> "_Driver 
 
 
 def _queued(graph_def, top: str, options, cost: OperatorCost) -> OperatorCost:
-    """A waiting Python operator with QUEUED_CALLS calls in flight: if its calls last well over
+    """A waiting Python operator with MAX_CONCURRENCY calls in flight: if its calls last well over
     one call alone while the cores have room, they queue for the GIL, and its wall seconds per
     element there is the GIL's time per element as its calls see it (``gil_per_element``)."""
-    driver = _with_calls_in_flight(graph_def, top, options, QUEUED_CALLS)
+    driver = _with_calls_in_flight(graph_def, top, options, MAX_CONCURRENCY)
     if driver is None:
         return cost
     latency = cost.latency_per_element or 1e-3
-    run = driver.run(_clamp(2 * QUEUED_CALLS * PROBE_WALL_SECONDS / latency, 2 * QUEUED_CALLS, MAX_STEPS))
+    run = driver.run(_clamp(2 * MAX_CONCURRENCY * PROBE_WALL_SECONDS / latency, 2 * MAX_CONCURRENCY, MAX_STEPS))
     per_element = run.wall / run.elements
     one_call = latency + (cost.cpu_per_element or 0.0)
-    stretched = QUEUED_CALLS * per_element >= QUEUED_STRETCH * one_call
+    stretched = MAX_CONCURRENCY * per_element >= QUEUED_STRETCH * one_call
     if stretched and run.cpu / run.wall < CORES_SPARE_SHARE * available_cores():
         return _replace(cost, gil_per_element=per_element)
     return cost
@@ -646,11 +623,6 @@ def _replace(cost: OperatorCost, **changes) -> OperatorCost:
 
 def _replace_seconds(cost: OperatorCost, seconds: float) -> OperatorCost:
     return _replace(cost, seconds=seconds)
-
-
-def _first_line(err: BaseException) -> str:
-    text = getattr(err, "message", None) or str(err)
-    return text.strip().splitlines()[0][:200] if text.strip() else type(err).__name__
 
 
 __all__ = ["Hint", "calibrate", "consumer_cpu_per_batch"]

@@ -33,6 +33,7 @@ from ..model.errors import PipelineError
 from . import live_state, unrebuildable
 from .graph import rebuilds_with_fresh_state, stateful_op_named
 from .graph_walk import node_ref, pruned
+from ..model.errors import first_line
 
 GraphDef = graph_pb2.GraphDef
 
@@ -100,7 +101,7 @@ def graph_def_of(ds: tf.data.Dataset, *, allow_external_state: bool = True) -> G
     graph_def = _parse_or_refuse(ds)
     named = stateful_op_named(failure)
     if named is None:
-        raise RewriteError(f"TensorFlow cannot serialize this pipeline: {_first_line(failure)}")
+        raise RewriteError(f"TensorFlow cannot serialize this pipeline: {first_line(failure)}")
     culprits = [o for o in _PYTHON_OPS if _users_of_op(graph_def, o)]
     if not rebuilds_with_fresh_state(named) and named not in culprits:
         culprits.append(named)
@@ -502,14 +503,7 @@ def _explain(graph_def: GraphDef, op: str, failure: str) -> str:
     else:
         why = (f"{where} uses {op}, which reads state outside the graph (a variable or other "
                f"resource) that serialization cannot carry")
-    return f"{why}. Pass allow_external_state=True to rebuild it in this process only. (TensorFlow: {_first_line(failure)})"
-
-
-def _first_line(message: str) -> str:
-    """TensorFlow's message without its ``{{function_node ...}}`` prefix and ``[Op:...]`` suffix."""
-    said = re.search(r"Failed to serialize[^\[]*", message)
-    lines = message.strip().splitlines()
-    return said.group(0).strip() if said else (lines[0] if lines else message)
+    return f"{why}. Pass allow_external_state=True to rebuild it in this process only. (TensorFlow: {first_line(failure)})"
 
 
 # -- calibration: an operator alone on a cached sample of its inputs --------------------------------

@@ -21,6 +21,7 @@ from ..host.machine import available_cores
 from ..model.samples import NodeSample, RawTrace, Snapshot
 from .consumer import JOIN_SECONDS, Puller, Stopped
 from .options import observed_options
+from ..model.errors import first_line
 
 #: How often the live view gets a new snapshot (seconds); twice a second at least.
 DEFAULT_POLL_INTERVAL = 0.25
@@ -119,7 +120,7 @@ class Tracer:
         except Stopped:
             pass  # stop() or the end of the trace cancelled the pull in progress
         except BaseException as err:  # noqa: BLE001 - reported with the trace, never lost
-            ended, error = "error", f"{type(err).__name__}: {_first_line(err)}"
+            ended, error = "error", f"{type(err).__name__}: {first_line(err)}"
         finally:
             if not self._closed.is_set():  # past the deadline the trace is already reported
                 if ended is not None:
@@ -213,13 +214,6 @@ class Tracer:
         if any(e is None or e <= 0 for e in estimates):
             return False
         return all(abs(a - b) / b < CONVERGENCE_TOLERANCE for a, b in zip(estimates, estimates[1:]))
-
-
-def _first_line(err: BaseException) -> str:
-    """TensorFlow's errors run over many lines (op names, stack); the first says what happened."""
-    text = re.sub(r"\{\{[^}]*\}\}\s*", "", getattr(err, "message", None) or str(err))
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return re.sub(r"\s*\[Op:\w+\].*$", "", lines[0]) if lines else type(err).__name__
 
 
 def _window_rate(snaps: list[Snapshot]) -> float | None:

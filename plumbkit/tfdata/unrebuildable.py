@@ -17,6 +17,7 @@ from tensorflow.core.framework import graph_pb2
 
 from ..model.errors import PipelineError
 from .live_state import python_objects
+from ..model.errors import first_line
 
 #: Protocol buffers (a GraphDef) cannot exceed 2 GiB; TensorFlow then returns an empty graph.
 GRAPH_LIMIT_BYTES = 2**31 - 1
@@ -50,7 +51,7 @@ def explain_serialization_failure(err: BaseException) -> str:
         if re.search(case.pattern, message):
             return f"plumbkit cannot rebuild a pipeline with {case.what}: {case.why}. What to do: {case.fix}"
     return (f"plumbkit cannot rebuild this pipeline: TensorFlow cannot serialize its graph "
-            f"({_first_line(message)})")
+            f"({first_line(message)})")
 
 
 def too_large_message(size: float) -> str:
@@ -138,7 +139,3 @@ def serialize(ds: tf.data.Dataset) -> graph_pb2.GraphDef:
     return graph_def
 
 
-def _first_line(message: str) -> str:
-    said = re.search(r"Failed to serialize[^\[]*", message)
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    return said.group(0).strip() if said else (lines[0] if lines else message)
