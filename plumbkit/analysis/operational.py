@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..model.costs import Calibration
-from ..model.pipeline import FILE_SOURCE_KINDS, Pipeline, family
+from ..model.pipeline import FILE_SOURCE_KINDS, Operator, Pipeline, family
 from ..model.samples import NodeSample, RawTrace, Snapshot
 from ..tunables import STRING_HEADER_BYTES
 from .costs import CALIBRATED, capacity, operator_cost
@@ -145,6 +145,51 @@ def _d(pair: tuple[NodeSample, NodeSample | None], attr: str) -> int:
     return getattr(now, attr) - (getattr(then, attr) if then is not None else 0)
 
 
+@dataclass(frozen=True)
+class _Window:
+    """The steady-state window of a trace: its snapshots at either end, and what ran between."""
+
+    first: Snapshot
+    last: Snapshot
+    deltas: dict[int, tuple[NodeSample, NodeSample | None]]  # per runtime node, see _deltas
+    seconds: float  # T
+    cpu_seconds: float  # the process CPU over the window
+    minibatches: int  # C_0: elements the root produced
+
+    @property
+    def throughput(self) -> float:
+        """X_0 = C_0 / T, minibatches/s."""
+        return self.minibatches / self.seconds
+
+
+@dataclass(frozen=True)
+class _Attributed:
+    """Per user operator over the window: traced self time (unsampled epochs restored), the
+    runtime node that stands for it, elements counted and produced, its visit ratio; and the
+    factor that turns traced wall time into CPU (the process CPU over all traced time, <= 1)."""
+
+    wall: dict[str, float]
+    own: dict[str, NodeSample]
+    elements: dict[str, float]
+    produced: dict[str, float]
+    visits: dict[str, float]
+    scale: float
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """All one trace says, gathered before each operator's figures are derived from it."""
+
+    pipeline: Pipeline
+    rmap: RuntimeMap
+    window: _Window
+    attributed: _Attributed
+    cardinalities: dict[str, float | None]
+    random_below: dict[str, bool]
+    cores: int
+    calibration: Calibration | None
+
+
 def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, int] | None = None,
             file_sizes: Mapping[str, int] | None = None, source_exact: bool = True,
             calibration: Calibration | None = None) -> Analysis:
@@ -155,27 +200,62 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         ops = [_empty_stats(pipeline, op.name) for op in pipeline]
         return Analysis(throughput=0.0, window=(0.0, 0.0), ops=ops, cpu_seconds=0.0,
                         attributed_cpu_seconds=0.0, unattributed_share=0.0, cores=raw.cores)
-    start, end = steady_window(snaps, raw.warmup_seconds)
+    rmap = _runtime_map(pipeline, raw)
+    window = _window(snaps, raw.warmup_seconds, rmap)
+    attributed = _attribute(pipeline, rmap, window)
+    reader = _reader_totals(pipeline, rmap, snaps)
+    card = _cardinalities(pipeline, cardinalities, attributed.elements, file_sizes or {}, reader)
+    evidence = _Evidence(pipeline, rmap, window, attributed, card, _random_below(pipeline), raw.cores, calibration)
+    threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
+    ops = [_op_stats(op, evidence) for op in pipeline]
+    _insert_injected(ops, evidence)
+    cpu_total = window.cpu_seconds
+    attributed_cpu = sum(o.cpu_seconds for o in ops)
+    unattributed = max(0.0, cpu_total - attributed_cpu) / cpu_total if cpu_total > 0 else 0.0
+    over = max(0.0, attributed_cpu - cpu_total) / cpu_total if cpu_total > 0 else 0.0
+    files = {f for op in pipeline for f in op.files}
+    sizes = file_sizes or {}
+    source_bytes = sum(sizes.get(f, 0) for f in files) if files else None
+    return Analysis(
+        throughput=window.throughput, window=(window.first.t, window.last.t), ops=ops, cpu_seconds=cpu_total,
+        attributed_cpu_seconds=attributed_cpu, unattributed_share=unattributed, cores=raw.cores,
+        source_bytes=source_bytes, source_files=len(files), source_exact=source_exact,
+        files_opened=_files_opened(pipeline, rmap, snaps), bytes_read=reader["bytes"] + reader["framing"],
+        records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
+        calibrated=calibration is not None and any(o.cpu_from.startswith(CALIBRATED) for o in ops),
+        consumer_cpu_per_batch=calibration.consumer_cpu_per_batch if calibration is not None else None,
+        threadpool=threadpool, over_attributed_share=over,
+    )
+
+
+def _runtime_map(pipeline: Pipeline, raw: RawTrace) -> RuntimeMap:
+    """Every runtime node any snapshot saw, mapped to the user's operators."""
     rmap = RuntimeMap()
     seen: set[int] = set()
-    for s in snaps:
+    for s in raw.snapshots:
         if not set(s.nodes) <= seen:
             map_runtime(pipeline, s.nodes, into=rmap, epochs_repeated=raw.epochs_repeated)
             seen |= set(s.nodes)
+    return rmap
+
+
+def _window(snaps: list[Snapshot], warmup_seconds: float, rmap: RuntimeMap) -> _Window:
+    """The steady-state window (:func:`steady_window`) and the root's minibatches in it."""
+    start, end = steady_window(snaps, warmup_seconds)
     deltas = _deltas(snaps, start, end)
     last = snaps[end]
     first = snaps[start] if start >= 0 else Snapshot(t=0.0, cpu=0.0, rss=0, nodes={})
-    T = max(last.t - first.t, 1e-9)
-    cpu_total = last.cpu - first.cpu
     root_id = next(i for i, r in rmap.role.items() if r == "root")
-    C0 = _d(deltas[root_id], "elements") if root_id in deltas else last.batches
-    throughput = C0 / T
+    minibatches = _d(deltas[root_id], "elements") if root_id in deltas else last.batches
+    return _Window(first, last, deltas, max(last.t - first.t, 1e-9), last.cpu - first.cpu, minibatches)
 
-    # Raw (uncalibrated) self time, elements and bytes per user operator.
+
+def _attribute(pipeline: Pipeline, rmap: RuntimeMap, window: _Window) -> _Attributed:
+    """Raw (uncalibrated) self time, elements and visit ratios per user operator."""
     wall: dict[str, float] = {op.name: 0.0 for op in pipeline}
     own: dict[str, NodeSample] = {}
     wall_unowned = 0.0
-    for rid, pair in deltas.items():
+    for rid, pair in window.deltas.items():
         role, owner = rmap.role.get(rid), rmap.owner.get(rid)
         ns = _d(pair, "processing_ns") / 1e9
         if role in (None, "root", "injected", "epochs"):
@@ -184,106 +264,101 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         wall[owner] = wall.get(owner, 0.0) + ns
         if role in ("op", "fused") and (owner not in own or own[owner].id < rid):
             own[owner] = pair[0]  # the newest runtime node stands for the operator
-    reader = _reader_totals(pipeline, rmap, snaps)
-    elements = _elements(pipeline, rmap, deltas, own)
+    elements = _elements(pipeline, rmap, window.deltas, own)
+    C0 = window.minibatches
     visits = _visit_ratios(pipeline, rmap, own, _pass_through(pipeline, rmap, elements), C0)
     under_caches = frozenset(d.name for op in pipeline if op.kind == "cache" for d in pipeline.descendants(op.name))
     wall, produced = _unsampled_epochs_restored(wall, elements, visits, C0, under_caches)
     wall_total = sum(wall.values()) + wall_unowned
-    scale = min(1.0, cpu_total / wall_total) if wall_total > 0 else 1.0
+    scale = min(1.0, window.cpu_seconds / wall_total) if wall_total > 0 else 1.0
+    return _Attributed(wall, own, elements, produced, visits, scale)
 
-    random_below = _random_below(pipeline)
-    card = _cardinalities(pipeline, cardinalities, elements, file_sizes or {}, reader)
 
-    threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
-    ops: list[OpStats] = []
-    for op in pipeline:
-        C = produced.get(op.name)
-        U = wall.get(op.name, 0.0) * scale
-        V = visits.get(op.name)
-        cost = operator_cost(op.name, op.label, holds_gil=op.holds_gil, calibration=calibration,
-                             traced_cpu=U / C if C else None,
-                             traced_wall=wall.get(op.name, 0.0) / C if C else None)
-        fused_into = rmap.fused.get(op.name)
-        idle = not C and op.name in rmap.below_filled_cache  # e.g. under a filled cache
-        runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
-        sample = own.get(op.name)
-        parallelism = _parallelism(op, sample)
-        if cost.cpu_from.startswith(CALIBRATED) and C:
-            U = cost.cpu * C  # CPU measured alone, times the elements it produced here
-        elif fused_into and op.kind != "map" and sample is None:
-            U = 0.0  # the fused node's work is the map's
-        rate = None
-        if C and V:
-            rate = math.inf if U <= 0 else (C / U) / V
-        bpe = _bytes_per_element(op, pipeline, rmap, deltas)
-        n = card.get(op.name)
-        materialized = None
-        if n is not None and math.isfinite(n) and bpe is not None and not random_below[op.name]:
-            materialized = n * bpe
-        cacheable, cache_note = _cacheability(op.name, pipeline, random_below, card, materialized)
-        theta = min(parallelism or 1, raw.cores)
-        note = ""
-        if fused_into:
-            partner = [o.label for o in pipeline if rmap.fused.get(o.name) == fused_into and o.name != op.name]
-            note = f"fused with {', '.join(partner)} into {fused_into} by tf.data"
-        elif not C and op.name in rmap.below_filled_cache:
-            note = (f"not running: below the filled {rmap.below_filled_cache[op.name]} "
-                    f"(it ran while the cache filled)")
-        elif op.name in rmap.eliminated:
-            note = "removed by tf.data's static optimizations"
-        elif not C and sample is None:
-            note = "did not run during the trace"
-        elif runtime and family(runtime) != family(op.op):
-            note = f"runs as {runtime}"
-        elif sample is not None and op.op.startswith(("Map", "Batch")) and runtime.startswith("Parallel"):
-            note = "parallelized by tf.data (map_parallelization)"
-        ops.append(OpStats(
-            name=op.name, label=op.label, kind=op.kind, parallelism=parallelism,
-            sequential=not op.parallelizable, visit_ratio=V, rate_per_core=rate,
-            cpu_share=U / cpu_total if cpu_total > 0 else 0.0,
-            utilization=U / (T * theta) if C else None, cpu_seconds=U, elements=int(C or 0),
-            # X_i = V_i X_0 (sampling misses the short-lived nodes under a fast repeat)
-            elements_per_second=V * throughput if V is not None and not idle else (C or 0) / T,
-            bytes_per_element=bpe, cardinality=n,
-            materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
-            random=random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
-            note=note, cpu_per_element=(U / C if C else cost.cpu), cpu_from=cost.cpu_from if C else "",
-            latency_per_element=cost.latency, latency_from=cost.latency_from,
-            wall_per_element=wall.get(op.name, 0.0) / C if C else None,
-            bound=cost.bound if C else None, holds_gil=op.holds_gil,
-            python_per_element=cost.python, python_from=cost.python_from,
-            parallel_cpu_per_element=cost.parallel_cpu if C else None, parallel_calls=cost.parallel_calls if C else 0,
-        ))
-    for rid, above in rmap.injected.items():
-        pair = deltas.get(rid)
+def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
+    """One user operator's figures over the window: its calibrated CPU where there is one."""
+    a, rmap, T, cpu_total = ev.attributed, ev.rmap, ev.window.seconds, ev.window.cpu_seconds
+    C = a.produced.get(op.name)
+    U = a.wall.get(op.name, 0.0) * a.scale
+    V = a.visits.get(op.name)
+    cost = operator_cost(op.name, op.label, holds_gil=op.holds_gil, calibration=ev.calibration,
+                         traced_cpu=U / C if C else None,
+                         traced_wall=a.wall.get(op.name, 0.0) / C if C else None)
+    fused_into = rmap.fused.get(op.name)
+    idle = not C and op.name in rmap.below_filled_cache  # e.g. under a filled cache
+    runtime = rmap.runtime_name.get(op.name, "—" if op.name in rmap.eliminated else "")
+    sample = a.own.get(op.name)
+    parallelism = _parallelism(op, sample)
+    if cost.cpu_from.startswith(CALIBRATED) and C:
+        U = cost.cpu * C  # CPU measured alone, times the elements it produced here
+    elif fused_into and op.kind != "map" and sample is None:
+        U = 0.0  # the fused node's work is the map's
+    rate = None
+    if C and V:
+        rate = math.inf if U <= 0 else (C / U) / V
+    bpe = _bytes_per_element(op, ev.pipeline, rmap, ev.window.deltas)
+    n = ev.cardinalities.get(op.name)
+    materialized = None
+    if n is not None and math.isfinite(n) and bpe is not None and not ev.random_below[op.name]:
+        materialized = n * bpe
+    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.cardinalities, materialized)
+    theta = min(parallelism or 1, ev.cores)
+    return OpStats(
+        name=op.name, label=op.label, kind=op.kind, parallelism=parallelism,
+        sequential=not op.parallelizable, visit_ratio=V, rate_per_core=rate,
+        cpu_share=U / cpu_total if cpu_total > 0 else 0.0,
+        utilization=U / (T * theta) if C else None, cpu_seconds=U, elements=int(C or 0),
+        # X_i = V_i X_0 (sampling misses the short-lived nodes under a fast repeat)
+        elements_per_second=V * ev.window.throughput if V is not None and not idle else (C or 0) / T,
+        bytes_per_element=bpe, cardinality=n,
+        materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
+        random=ev.random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
+        note=_op_note(op, ev, C, sample, runtime), cpu_per_element=(U / C if C else cost.cpu),
+        cpu_from=cost.cpu_from if C else "",
+        latency_per_element=cost.latency, latency_from=cost.latency_from,
+        wall_per_element=a.wall.get(op.name, 0.0) / C if C else None,
+        bound=cost.bound if C else None, holds_gil=op.holds_gil,
+        python_per_element=cost.python, python_from=cost.python_from,
+        parallel_cpu_per_element=cost.parallel_cpu if C else None, parallel_calls=cost.parallel_calls if C else 0,
+    )
+
+
+def _op_note(op: Operator, ev: _Evidence, produced: float | None, sample: NodeSample | None, runtime: str) -> str:
+    """What tf.data did to the operator, if anything: fused, idle under a cache, removed,
+    idle, run as another kind, parallelized."""
+    rmap, pipeline = ev.rmap, ev.pipeline
+    fused_into = rmap.fused.get(op.name)
+    if fused_into:
+        partner = [o.label for o in pipeline if rmap.fused.get(o.name) == fused_into and o.name != op.name]
+        return f"fused with {', '.join(partner)} into {fused_into} by tf.data"
+    if not produced and op.name in rmap.below_filled_cache:
+        return (f"not running: below the filled {rmap.below_filled_cache[op.name]} "
+                f"(it ran while the cache filled)")
+    if op.name in rmap.eliminated:
+        return "removed by tf.data's static optimizations"
+    if not produced and sample is None:
+        return "did not run during the trace"
+    if runtime and family(runtime) != family(op.op):
+        return f"runs as {runtime}"
+    if sample is not None and op.op.startswith(("Map", "Batch")) and runtime.startswith("Parallel"):
+        return "parallelized by tf.data (map_parallelization)"
+    return ""
+
+
+def _insert_injected(ops: list[OpStats], ev: _Evidence) -> None:
+    """The prefetches tf.data injected (inject_prefetch), each above the operator it follows."""
+    for rid, above in ev.rmap.injected.items():
+        pair = ev.window.deltas.get(rid)
         if pair is None:
             continue
         ops.insert(_index_of(ops, above), OpStats(
             name=f"{above}/injected_prefetch", label="prefetch (injected)", kind="prefetch",
-            parallelism=None, sequential=True, visit_ratio=1.0 if above == pipeline.root else None,
+            parallelism=None, sequential=True, visit_ratio=1.0 if above == ev.pipeline.root else None,
             rate_per_core=None, cpu_share=0.0, utilization=None, cpu_seconds=0.0,
-            elements=_d(pair, "elements"), elements_per_second=_d(pair, "elements") / T,
+            elements=_d(pair, "elements"), elements_per_second=_d(pair, "elements") / ev.window.seconds,
             bytes_per_element=None, cardinality=None, materialized_bytes=None, cacheable=False,
             cache_note="added by tf.data", random=False, buffer_fill=_buffer_fill(pair[0]),
             runtime=pair[0].name, note="inserted by tf.data (inject_prefetch)", injected=True,
         ))
-    attributed = sum(o.cpu_seconds for o in ops)
-    unattributed = max(0.0, cpu_total - attributed) / cpu_total if cpu_total > 0 else 0.0
-    over = max(0.0, attributed - cpu_total) / cpu_total if cpu_total > 0 else 0.0
-    files = {f for op in pipeline for f in op.files}
-    sizes = file_sizes or {}
-    source_bytes = sum(sizes.get(f, 0) for f in files) if files else None
-    return Analysis(
-        throughput=throughput, window=(first.t, last.t), ops=ops, cpu_seconds=cpu_total,
-        attributed_cpu_seconds=attributed, unattributed_share=unattributed, cores=raw.cores,
-        source_bytes=source_bytes, source_files=len(files), source_exact=source_exact,
-        files_opened=_files_opened(pipeline, rmap, snaps), bytes_read=reader["bytes"] + reader["framing"],
-        records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
-        calibrated=calibration is not None and any(o.cpu_from.startswith(CALIBRATED) for o in ops),
-        consumer_cpu_per_batch=calibration.consumer_cpu_per_batch if calibration is not None else None,
-        threadpool=threadpool, over_attributed_share=over,
-    )
 
 
 def _reader_totals(pipeline: Pipeline, rmap: RuntimeMap, snaps: list[Snapshot]) -> dict[str, int]:
