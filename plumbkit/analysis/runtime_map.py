@@ -57,88 +57,107 @@ def map_runtime(pipeline: Pipeline, nodes: dict[int, NodeSample], into: RuntimeM
     if root is None:
         return result
     result.owner[root.id], result.role[root.id] = pipeline.root, "root"
+    if root.inputs:
+        _Matcher(pipeline, nodes, result, epochs_repeated).match(pipeline.root, root.inputs[0], pipeline.root)
+    return result
 
-    def assign_subtree(rid: int, owner: str, role: str) -> None:
+
+class _Matcher:
+    """Walks the runtime tree and the user's graph side by side, recording who owns each node."""
+
+    def __init__(self, pipeline: Pipeline, nodes: dict[int, NodeSample], result: RuntimeMap,
+                 epochs_repeated: bool) -> None:
+        self.pipeline, self.nodes, self.result = pipeline, nodes, result
+        self.epochs = epochs_repeated  # plumbkit's own repeat, still to be found above the user's root
+
+    def own(self, rid: int, owner: str, role: str) -> None:
+        self.result.owner[rid], self.result.role[rid] = owner, role
+
+    def assign_subtree(self, rid: int, owner: str, role: str) -> None:
         stack = [rid]
         while stack:
             i = stack.pop()
-            if i not in nodes:
+            if i not in self.nodes:
                 continue
-            result.owner.setdefault(i, owner)
-            result.role.setdefault(i, role)
-            stack.extend(nodes[i].inputs)
+            self.result.owner.setdefault(i, owner)
+            self.result.role.setdefault(i, role)
+            stack.extend(self.nodes[i].inputs)
 
-    epochs = [epochs_repeated]  # plumbkit's own repeat, still to be found above the user's root
-
-    def match(user: str | None, rid: int, above: str) -> None:
-        if rid not in nodes:
+    def match(self, user: str | None, rid: int, above: str) -> None:
+        if rid not in self.nodes:
             return
-        node = nodes[rid]
+        node = self.nodes[rid]
         if user is None:
-            assign_subtree(rid, above, "unmatched")
+            self.assign_subtree(rid, above, "unmatched")
             return
-        op = pipeline[user]
+        op = self.pipeline[user]
         rfam, ufam = family(node.name), family(op.op)
-        if epochs[0] and user == pipeline.root and node.inputs:
-            below = nodes.get(node.inputs[0])
-            if rfam == "repeat":
-                epochs[0] = False
-                result.owner[rid], result.role[rid] = user, "epochs"
-                match(user, node.inputs[0], above)
-                return
-            if rfam == "prefetch" and below is not None and family(below.name) == "repeat":
-                result.owner[rid], result.role[rid] = user, "injected"  # above plumbkit's repeat
-                result.injected[rid] = user
-                match(user, node.inputs[0], user)
-                return
+        if self.epochs and user == self.pipeline.root and node.inputs and self._epochs(user, node, rfam, above):
+            return
         if _same(rfam, ufam):
-            result.owner[rid], result.role[rid] = user, "op"
-            result.runtime_name[user] = node.name
-            if ufam == "cache" and op.inputs:
-                match_below_cache(user, node)
-                return
-            static = list(op.inputs)
-            for child, child_rid in zip(static, node.inputs):
-                match(child, child_rid, user)
-            for extra in node.inputs[len(static):]:
-                assign_subtree(extra, user, "inner")
-            return
-        if rfam in _FUSIONS and _FUSIONS[rfam][0] == ufam and op.inputs:
-            inner = pipeline[op.inputs[0]]
-            if family(inner.op) == _FUSIONS[rfam][1]:
-                result.owner[rid], result.role[rid] = inner.name, "fused"
-                result.fused[user] = result.fused[inner.name] = node.name
-                result.runtime_name[user] = result.runtime_name[inner.name] = node.name
-                next_user = inner.inputs[0] if inner.inputs else None
-                if node.inputs:
-                    match(next_user, node.inputs[0], inner.name)
-                return
-        if rfam == "prefetch" and node.inputs:
-            result.owner[rid], result.role[rid] = user, "injected"
-            result.injected[rid] = user
-            match(user, node.inputs[0], user)
-            return
-        if len(op.inputs) == 1 and ufam in ("prefetch", "take", "skip", "repeat", "cache", "shard",
-                                            "options", "assertcardinality", "map"):
+            self._same_operator(user, node)
+        elif rfam in _FUSIONS and _FUSIONS[rfam][0] == ufam and op.inputs and \
+                family(self.pipeline[op.inputs[0]].op) == _FUSIONS[rfam][1]:
+            self._fused(user, node)
+        elif rfam == "prefetch" and node.inputs:
+            self._injected(user, node)
+        elif len(op.inputs) == 1 and ufam in ("prefetch", "take", "skip", "repeat", "cache", "shard",
+                                              "options", "assertcardinality", "map"):
             # Removed by tf.data's static optimizations (noop elimination, map fusion...).
-            result.eliminated.add(user)
-            match(op.inputs[0], rid, above)
-            return
-        assign_subtree(rid, user, "unmatched")
+            self.result.eliminated.add(user)
+            self.match(op.inputs[0], rid, above)
+        else:
+            self.assign_subtree(rid, user, "unmatched")
 
-    def match_below_cache(user: str, node: NodeSample) -> None:
+    def _epochs(self, user: str, node: NodeSample, rfam: str, above: str) -> bool:
+        """plumbkit's repeat above the user's root (and the prefetch tf.data injects above it)."""
+        below = self.nodes.get(node.inputs[0])
+        if rfam == "repeat":
+            self.epochs = False
+            self.own(node.id, user, "epochs")
+            self.match(user, node.inputs[0], above)
+            return True
+        if rfam == "prefetch" and below is not None and family(below.name) == "repeat":
+            self._injected(user, node)  # above plumbkit's repeat
+            return True
+        return False
+
+    def _injected(self, user: str, node: NodeSample) -> None:
+        self.own(node.id, user, "injected")
+        self.result.injected[node.id] = user
+        self.match(user, node.inputs[0], user)
+
+    def _same_operator(self, user: str, node: NodeSample) -> None:
+        op = self.pipeline[user]
+        self.own(node.id, user, "op")
+        self.result.runtime_name[user] = node.name
+        if family(op.op) == "cache" and op.inputs:
+            self.match_below_cache(user, node)
+            return
+        static = list(op.inputs)
+        for child, child_rid in zip(static, node.inputs):
+            self.match(child, child_rid, user)
+        for extra in node.inputs[len(static):]:
+            self.assign_subtree(extra, user, "inner")
+
+    def _fused(self, user: str, node: NodeSample) -> None:
+        """One runtime node for the user's operator and the one below it (e.g. MapAndBatch)."""
+        inner = self.pipeline[self.pipeline[user].inputs[0]]
+        self.own(node.id, inner.name, "fused")
+        self.result.fused[user] = self.result.fused[inner.name] = node.name
+        self.result.runtime_name[user] = self.result.runtime_name[inner.name] = node.name
+        if node.inputs:
+            self.match(inner.inputs[0] if inner.inputs else None, node.inputs[0], inner.name)
+
+    def match_below_cache(self, user: str, node: NodeSample) -> None:
         """A cache's runtime is a chain of its own nodes (MemoryCache -> MemoryCacheImpl) over its
         input while it fills, and a reader with no input once it is filled: nothing below runs."""
-        while node.inputs and node.inputs[0] in nodes and family(nodes[node.inputs[0]].name) == "cache":
-            node = nodes[node.inputs[0]]
-            result.owner.setdefault(node.id, user)
-            result.role.setdefault(node.id, "inner")
+        while node.inputs and node.inputs[0] in self.nodes and family(self.nodes[node.inputs[0]].name) == "cache":
+            node = self.nodes[node.inputs[0]]
+            self.result.owner.setdefault(node.id, user)
+            self.result.role.setdefault(node.id, "inner")
         if node.inputs:
-            match(pipeline[user].inputs[0], node.inputs[0], user)
+            self.match(self.pipeline[user].inputs[0], node.inputs[0], user)
             return
-        for below in pipeline.descendants(user):
-            result.below_filled_cache[below.name] = pipeline[user].label
-
-    if root.inputs:
-        match(pipeline.root, root.inputs[0], pipeline.root)
-    return result
+        for below in self.pipeline.descendants(user):
+            self.result.below_filled_cache[below.name] = self.pipeline[user].label

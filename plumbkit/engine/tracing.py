@@ -111,25 +111,13 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
     notes = explain_limits(model, cardinalities)
 
-    def snapshot_hook(raw: RawTrace) -> Callable[[Snapshot], None] | None:
-        if on_update is None:
-            return None
-        last = [-math.inf]
-        live = (*notes, LIVE_NOTE) if calibrate is not False else notes
-
-        def hook(_: Snapshot) -> None:
-            now = time.monotonic()
-            if now - last[0] < update_interval:
-                return  # the view would not draw it: spare the analysis
-            last[0] = now
-            on_update(build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes,
-                                  notes=live, source_exact=exact))
-        return hook
-
     tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
                     min_seconds=min_seconds, converge=converge, cores=cores, warmup_batches=warmup_batches)
     tracer.raw.epochs_repeated = repeated
-    tracer.on_snapshot = snapshot_hook(tracer.raw)
+    if on_update is not None:
+        live = (*notes, LIVE_NOTE) if calibrate is not False else notes
+        tracer.on_snapshot = _live_views(on_update, update_interval, lambda: build_trace(
+            model, tracer.raw, cardinalities=cardinalities, file_sizes=sizes, notes=live, source_exact=exact))
     if tracer_ready is not None:
         tracer_ready(tracer)
     with op.stopping(tracer.stop):
@@ -152,6 +140,20 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
     return result
+
+
+def _live_views(on_update: Callable[[Trace], None], interval: float,
+                build: Callable[[], Trace]) -> Callable[[Snapshot], None]:
+    """A snapshot hook that hands live views a partial trace at most every ``interval`` seconds
+    (each one costs an analysis: a view that would not draw it is spared it)."""
+    last = [-math.inf]
+
+    def hook(_: Snapshot) -> None:
+        now = time.monotonic()
+        if now - last[0] >= interval:
+            last[0] = now
+            on_update(build())
+    return hook
 
 
 def _calibrated(ds, result: Trace, reuse: Calibration | None, op: Operation) -> Trace:
