@@ -5,7 +5,9 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import signal  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import pytest  # noqa: E402
@@ -18,11 +20,50 @@ from plumbkit.tfdata.options import sequential_options  # noqa: E402
 tf.get_logger().setLevel("ERROR")
 tf.autograph.set_verbosity(0)
 
-#: For tests that compare a figure measured now with one measured (or predicted) seconds before
-#: on this shared 2-core machine: its speed drifts (the same Python tokenizer ran 14 and 28
-#: minibatches/s a minute apart), so such a test gets one more attempt, fresh, before it fails.
-#: A real fault fails both; the bench prints the figures' spread over many runs.
+#: Only for tests that measure the truth and the estimate at different moments (a trace, then
+#: the truth timed seconds later), each saying so in its docstring: a shared machine's speed
+#: drifts between the two (the same Python tokenizer ran 14 and 28 minibatches/s a minute apart),
+#: so such a test gets one more attempt, fresh, before it fails. A rerun hides half the failures
+#: of a test that fails one run in two: figures that can be measured alike (interleaved, medians)
+#: are, and get none. Every rerun is named in the log (:func:`pytest_terminal_summary`).
 measured_against_the_clock = pytest.mark.flaky(reruns=1)
+
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt for the test's duration, however pytest was started.
+
+    A background job of a non-interactive shell (``nohup``, many CI runners) starts with SIGINT
+    ignored, and Python then installs no handler: the Ctrl-C a test sends
+    (``_thread.interrupt_main``) is dropped and the operation runs to its end (one test waited
+    280 s so). The previous disposition comes back after the test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def python_module_with_ctrl_c(module: str, *args: str) -> list[str]:
+    """The command line of ``python -m module args`` whose SIGINT raises KeyboardInterrupt, as
+    in a terminal: a child inherits an ignored SIGINT from a background job (see
+    :func:`ctrl_c_raises`), and then the SIGINT a test sends it does nothing."""
+    code = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"sys.argv = [{module!r}, *sys.argv[1:]]; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", code, *args]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001 - pytest's hook
+    """Name every test that was rerun, and why its first attempt failed, in the CI log: ``-ra``
+    counts reruns in the last line ("1 rerun") but names none (only ``-rR`` does)."""
+    reruns = terminalreporter.stats.get("rerun", [])
+    if not reruns or "R" in getattr(terminalreporter, "reportchars", ""):
+        return
+    terminalreporter.write_sep("=", f"{len(reruns)} rerun(s): the first attempt failed")
+    for report in reruns:
+        lines = [line for line in str(report.longrepr or "").splitlines() if line.startswith("E ")]
+        terminalreporter.write_line(f"RERUN {report.nodeid}" + (f" - {lines[0][1:].strip()[:160]}" if lines else ""))
+
 
 #: For tests that check what a plan yields, not its speed: the comparison only decides what
 #: comes back, so two short rounds do.
@@ -83,6 +124,18 @@ def cpu_seconds_per_element(fn, options=None, *, n: int | None = None, rounds: i
     with_fn = med[(True, n)] - med[(True, small)]
     without = med[(False, n)] - med[(False, small)]
     return max(1e-9, (with_fn - without) / (n - small))
+
+
+def interleaved_throughput(factories: dict, *, rounds: int = 3, seconds: float = 1.5) -> dict[str, float]:
+    """Untraced minibatches/s of each pipeline (``factories``: name -> zero-argument callable),
+    measured in alternating order, medians: a drift of the machine's speed reaches every
+    pipeline alike, where figures measured one after the other a few seconds apart differ by it."""
+    from plumbkit.tfdata.run import untraced_throughput
+    samples: dict[str, list[float]] = {k: [] for k in factories}
+    for r in range(rounds):
+        for key in (list(factories) if r % 2 == 0 else list(factories)[::-1]):
+            samples[key].append(untraced_throughput(factories[key](), seconds, 0.3))
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def isolated_seconds_per_element(fn, *, n: int | None = None, dtype=tf.int64) -> float:

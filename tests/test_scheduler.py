@@ -128,6 +128,7 @@ def test_cancel_through_a_handle_reaches_a_waiting_and_a_running_operation():
     assert SCHEDULER.wait_idle(1) and SCHEDULER.state().active is None
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # SIGINT raises, however pytest was started
 def test_ctrl_c_ends_an_operation_with_its_partial_result():
     threading.Timer(0.3, _thread.interrupt_main).start()
     began = time.monotonic()
@@ -136,6 +137,7 @@ def test_ctrl_c_ends_an_operation_with_its_partial_result():
     assert SCHEDULER.state().active is None
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # SIGINT raises, however pytest was started
 def test_a_ctrl_c_that_python_drops_still_stops_the_operation():
     """A KeyboardInterrupt raised inside a garbage-collector callback is printed and dropped by
     Python ("Exception ignored in ..."); the operation must stop all the same."""
@@ -236,6 +238,7 @@ def test_pull_loops_end_on_stop_and_on_deadline():
     assert not [t for t in threading.enumerate() if t.name == "plumbkit-pull"]
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # SIGINT raises, however pytest was started
 def test_ctrl_c_in_the_api_returns_a_partial_plan_promptly():
     def make():
         return tf.data.Dataset.range(10**9).map(lambda x: x * 2).batch(64)
