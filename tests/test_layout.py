@@ -16,16 +16,18 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "plumbkit"
 REPR_METHODS = {"__str__", "__repr__", "_repr_html_", "_repr_pretty_"}
 ALL_ROOMS = {"model", "host", "tfdata", "analysis", "export", "planning", "engine", "render",
-             "widgets", "magics", "cli", "bench", "__init__", "__main__"}
+             "widgets", "magics", "cli", "bench", "__init__", "__main__", "tunables"}
 #: room -> rooms it may import at runtime (besides itself).
 ALLOWED = {
     "model": set(),
     "host": set(),
-    "tfdata": {"model", "host"},
-    "analysis": {"model"},
+    # constants measured on one machine, with their provenance: imports nothing
+    "tunables": set(),
+    "tfdata": {"model", "host", "tunables"},
+    "analysis": {"model", "tunables"},
     "export": {"model"},
-    "planning": {"model", "analysis", "host"},
-    "engine": {"model", "host", "tfdata", "analysis", "planning", "export"},
+    "planning": {"model", "analysis", "host", "tunables"},
+    "engine": {"model", "host", "tfdata", "analysis", "planning", "export", "tunables"},
     "render": {"model", "analysis"},
     "widgets": ALL_ROOMS - {"widgets", "magics", "cli", "bench", "__init__", "__main__"},
     "magics": ALL_ROOMS - {"magics", "cli", "bench", "__main__"},

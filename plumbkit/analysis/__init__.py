@@ -2,7 +2,7 @@
 
 ``runtime_map`` joins tf.data's runtime iterator nodes to the user's operators (after tf.data's
 own rewrites); ``operational`` derives visit ratios, rates, CPU shares, sizes, cacheability and
-the bottleneck. May import ``plumbkit.model`` only.
+the bottleneck. May import ``plumbkit.model`` and ``plumbkit.tunables`` only.
 """
 
 from .operational import Analysis, OpStats, analyze, bottleneck

@@ -21,13 +21,7 @@ import math
 from dataclasses import dataclass
 
 from ..model.costs import Calibration
-
-#: One call at a time, an operator whose wall time per element is at least this many times
-#: its CPU mostly waits: it is latency-bound. (A CPU-bound operator alone on a shared 2-core
-#: machine rarely waits more than its own CPU time for a core.)
-LATENCY_RATIO = 3.0
-#: Highest concurrency the planner gives a latency-bound operator.
-MAX_CONCURRENCY = 64
+from ..tunables import LATENCY_RATIO
 
 CALIBRATED = "calibrated alone"
 FROM_TRACE = "trace wall time, scaled"
@@ -144,5 +138,5 @@ def capacity(*, visit_ratio: float | None, cpu: float | None, latency: float | N
     return min(min(threads, cores) / (visit_ratio * cpu), gil_limit)
 
 
-__all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "LATENCY_RATIO", "MAX_CONCURRENCY", "GIL_QUEUED", "PROBED", "PYTHON_TIMED", "TRACED",
+__all__ = ["CALIBRATED", "Cost", "FROM_TRACE", "GIL_QUEUED", "PROBED", "PYTHON_TIMED", "TRACED",
            "capacity", "classify", "operator_cost"]

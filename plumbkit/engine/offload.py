@@ -29,6 +29,7 @@ from ..service.errors import ServiceError
 from ..service.processes import usable_cores
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.offload_graph import encode_spec, graph_of, python_nodes
+from ..tunables import DEDICATED
 from .measuring import Progress, measure
 from .offload_plan import OffloadPlan, Run
 from .scheduler import operation
@@ -37,8 +38,6 @@ from .tracing import PipelineLike
 
 #: Workers plumbkit predicts for, at most, in the curve it shows.
 CURVE_WORKERS = 8
-#: A client core that gives a spinning probe less than this is shared with other processes.
-DEDICATED = 0.8
 #: Elements of the cut cached to measure the client part alone and the cost of moving them.
 SAMPLE = 16
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..model.offload import Distribute
-from ..planning.offload import (MEETS, CutCosts, Decision, Point, Setting, decide, predict, predict_local,
-                                workers_needed)
+from ..planning.offload import CutCosts, Decision, Point, Setting, decide, predict, predict_local, workers_needed
 from ..service.cluster import reachable
 from ..service.errors import ServiceError
 from ..tfdata.offload_graph import offloaded_from_request
+from ..tunables import DEDICATED, MEETS
 from .trace_result import Trace
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class OffloadPlan:
         before and after measuring got at least 80% of each.) When not, measured throughput is
         a share of what the predictions, made for cores of their own, say."""
         shares = self.cpu_shares + self.worker_core_shares
-        return bool(self.cpu_shares) and all(s >= 0.8 for s in shares)
+        return bool(self.cpu_shares) and all(s >= DEDICATED for s in shares)
 
     # -- applying it ------------------------------------------------------------------------
     @property

@@ -4,7 +4,7 @@ the before-the-fact prediction of a configuration's throughput.
 ``lp`` is the only module in plumbkit that imports cvxpy; ``decisions`` turns a traced pipeline
 into :class:`~plumbkit.model.Change` records; ``predict`` models a configuration from what was
 measured before any rewrite. Pure Python besides the solver. May import ``plumbkit.model``,
-``plumbkit.analysis`` and ``plumbkit.host``.
+``plumbkit.analysis``, ``plumbkit.host`` and ``plumbkit.tunables``.
 """
 
 from .decisions import Decisions, bottleneck_choice, decide, decide_cache

@@ -13,15 +13,10 @@ from dataclasses import dataclass
 
 from ..host.machine import available_memory
 from ..model.units import human_bytes
+from ..tunables import ESTIMATE_MARGIN, MAX_BUDGET_SHARE
 
 #: Share of the available memory a plan takes when the user names no budget.
 DEFAULT_BUDGET_SHARE = 0.5
-#: Share of the available memory a budget is capped at (the rest: the process, TF's buffers).
-MAX_BUDGET_SHARE = 0.8
-#: An estimated cache size is grown by this share before it is compared with the budget: the
-#: trace sees part of an epoch, and the paper measured a few percent error after a minute of
-#: tracing, more after seconds.
-ESTIMATE_MARGIN = 0.25
 
 
 @dataclass(frozen=True)

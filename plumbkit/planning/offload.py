@@ -52,15 +52,12 @@ from typing import Iterable, Mapping, Sequence
 
 from ..model.pipeline import Operator, Pipeline
 from ..model.units import human_bytes
+from ..tunables import MEETS, SATURATED
 
 #: FastFlow's SpeedUpThreshold: below a 10% gain, offloading is not worth the remote resources.
 SPEEDUP_THRESHOLD = 1.1
-#: A throughput within this factor of the target meets it (measurements are no finer).
-MEETS = 1.1
 #: Cuts whose remote part carries less than this share of the pipeline's CPU offload nothing.
 MIN_REMOTE_SHARE = 0.05
-#: An exchange bound within this factor of the workers' CPU bound is the workers' cores.
-SATURATED = 1.03
 #: Kinds that grow elements (network volume) or only buffer: cut below them, not at them.
 _BUFFER_KINDS = {"prefetch"}
 
@@ -362,6 +359,6 @@ def sequential_caps(costs: Mapping[str, float], sequential: Iterable[str]) -> tu
     return tuple(1.0 / costs[n] for n in sequential if costs.get(n, 0.0) > 0)
 
 
-__all__ = ["CutCosts", "Decision", "MEETS", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts", "chain",
+__all__ = ["CutCosts", "Decision", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts", "chain",
            "curve", "decide", "exchange_rate", "invalid_cuts", "plateau", "predict", "predict_local", "remote_share",
            "sequential_caps", "terms", "unhelpful_cuts", "workers_needed"]

@@ -19,14 +19,13 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from ..model.units import human_bytes
+from ..tunables import STRING_HEADER_BYTES
 from .graph_walk import node_ref, pruned, reachable
 
 #: Every guard error starts with this, so the engine can tell it from the pipeline's own.
 GUARD_MARKER = "plumbkit memory guard"
 #: Name of the guard's function (the operator shows as ``scan(plumbkit_cache_guard)``).
 GUARD_FUNCTION = "plumbkit_cache_guard"
-#: Bytes of a ``tstring`` header, counted per string element as tf.data counts them.
-STRING_HEADER_BYTES = 24
 
 
 def element_bytes(components) -> tf.Tensor:
