@@ -209,18 +209,19 @@ def _sleeping(milliseconds: float) -> tf.data.Dataset:
 
 
 def test_compare_adds_interleaved_rounds_while_a_real_pair_disagrees():
-    """~3 s: ``a`` alternates between a 1 ms and a 16 ms minibatch from build to build, ``b``
-    takes 4 ms: the ratios swing ~4x either side of 1. Three rounds, one extra (rotated like
-    the others), then "too noisy to tell"."""
+    """~4 s: ``a`` alternates between a minibatch that waits for nothing and one that waits
+    40 ms from build to build, ``b`` waits 5 ms: the ratios swing >= 5x either side of 1 (a busy
+    machine adds a few ms to each wait, not 35). Three rounds, one extra (rotated like the
+    others), then "too noisy to tell"."""
     builds = []
 
     def alternating():
         builds.append(1)
-        return _sleeping(1 if len(builds) % 2 else 16)
+        return tf.data.Dataset.range(10**9).batch(8) if len(builds) % 2 else _sleeping(40)
 
     progress = []
     protocol = Protocol(rounds=3, window=0.1, max_windows=2, fill_limit=5, extra_rounds=5)
-    result = compare([Contender("b", lambda: _sleeping(4)), Contender("a", alternating)], protocol,
+    result = compare([Contender("b", lambda: _sleeping(5)), Contender("a", alternating)], protocol,
                      on_progress=lambda msg, f: progress.append((msg, f)))
     s = result.speedup("a", "b")
     assert [r > 1 for r in s.ratios] == [True, False, True, False], s.ratios
