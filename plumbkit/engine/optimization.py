@@ -12,7 +12,8 @@
    (:mod:`plumbkit.engine.compare`): built fresh every round, caches filled, steady state,
    interleaved rounds, median and interquartile range.
 3. **Never worse than what you wrote.** Your caches and prefetches stay. If the plan is not
-   measurably faster than your pipeline (the 90% bootstrap interval of the speed-up holds 1),
+   measurably faster than your pipeline (the speed-up's interval, printed with its coverage, does
+   not lie wholly above 1: docs/measuring.md),
    plumbkit says so and hands back your pipeline unchanged.
 
 Every throughput called *measured* was measured in this process on the pipeline it names; every
@@ -220,7 +221,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
     ``protocol`` sets the measurement (default :data:`plumbkit.engine.compare.QUICK`: 3 rounds of
-    0.3 s windows, for notebooks and tests; the bench uses ``FULL``: 5 rounds of 1 s windows).
+    0.3 s windows, up to 8 while the plan's rounds against yours disagree; the bench uses
+    ``FULL``: 5 rounds of 1 s windows, up to 9).
     ``rounds`` > 1 traces the rewritten pipeline and lets the LP on that trace move threads (the
     prediction is still made before the fact, for the layout that ships). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
@@ -264,6 +266,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     if not changes:
         planned.notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
+                               settle=[(PLUMBKIT, YOURS)] if changes else [],  # extra rounds only decide what ships
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
                       runtime=runtime, disk=disk)
