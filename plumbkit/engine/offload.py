@@ -208,7 +208,6 @@ class _Layout:
     client_cores: float
     workers_now: int
     cores_per_worker: float
-    worker_cores: float  # the workers' cores in all (0: plumbkit did not start them, their CPU unread)
 
 
 @dataclass(frozen=True)
@@ -315,7 +314,7 @@ def _plan(p: _Planning) -> OffloadPlan:
     p.progress("measuring the local pipeline", 0.1)
     local = p.loop("full")
     base = _baseline(p, ideal, local, client_share)
-    setting, layout, n = base.setting, base.layout, base.layout.workers_now
+    setting, n = base.setting, base.layout.workers_now
     pipe, python, options = p.subject.pipe, p.subject.python, p.options
     invalid = {**invalid_cuts(pipe, python), **unhelpful_cuts(pipe, python, base.costs.shares)}
     goal = options.target if options.target is not None else setting.consumer_ceiling
@@ -323,7 +322,7 @@ def _plan(p: _Planning) -> OffloadPlan:
     candidates = ([] if setting.local * SPEEDUP_THRESHOLD >= goal else
                   candidate_cuts(pipe, python, cpu_share=base.costs.shares, bytes_per_minibatch=base.costs.volume,
                                  limit=options.max_cuts))
-    runs: dict[int, list[Run]] = {0: [Run.of(0, local, layout.client_cores, 0.0)]}
+    runs: dict[int, list[Run]] = {0: [Run.of(0, local)]}
     measured_cuts = [_measure_cut(p, base, op, (i, len(candidates))) for i, op in enumerate(candidates)]
     cuts = [cut for cut, _ in measured_cuts]
     served_runs = {cut.node: served for cut, served in measured_cuts}
@@ -334,7 +333,7 @@ def _plan(p: _Planning) -> OffloadPlan:
     distribute = None
     if decision.action == "offload" and decision.cut is not None:
         distribute = _distribute(p, setting, decision, n)
-        served, again = _side_by_side(p, layout, distribute)
+        served, again = _side_by_side(p, n, distribute)
         runs[n] = [served_runs[decision.cut.node]] + served
         runs[0] += again
     if len(runs[0]) > 1:
@@ -395,7 +394,7 @@ def _layout(p: _Planning) -> _Layout:
         else:
             cores_per_worker = 1.0
             p.notes.append("cores per worker not given: assumed 1")
-    return _Layout(client_cores, n_now, cores_per_worker, n_now * cores_per_worker if p.worker_pids else 0.0)
+    return _Layout(client_cores, n_now, cores_per_worker)
 
 
 def _operator_costs(subject: _Subject, pipeline_cpu: float) -> _OperatorCosts:
@@ -417,8 +416,8 @@ def _measure_cut(p: _Planning, base: _Baseline, op: Operator, position: tuple[in
     prediction. ``position``: (index, count) of the cut among those measured, for progress."""
     i, count = position
     step = 0.15 + 0.6 * i / max(1, count)
-    layout, costs, subject = base.layout, base.costs, p.subject
-    n, address, compression = layout.workers_now, p.service.address, p.options.compression
+    costs, subject = base.costs, p.subject
+    n, address, compression = base.layout.workers_now, p.service.address, p.options.compression
     visit = _visit_ratio(op.name, {o.name: o for o in subject.trace.ops}, subject.cardinalities, subject.pipe)
     p.progress(f"cut after {op.label}: its remote part alone", step)
     remote = p.pull("sub", cut=op.name)
@@ -430,10 +429,9 @@ def _measure_cut(p: _Planning, base: _Baseline, op: Operator, position: tuple[in
            "compression": compression}
     p.progress(f"cut after {op.label}: its remote part served by {n} worker(s)", step + 0.3 / count)
     # (per element of the cut: this run yields the cut's elements, not minibatches)
-    serving = Run.of(n, p.loop("remote", cut=op.name, service=how), layout.client_cores, layout.worker_cores)
+    serving = Run.of(n, p.loop("remote", cut=op.name, service=how))
     p.progress(f"cut after {op.label}: the pipeline served, to check the prediction", step + 0.45 / count)
-    served = Run.of(n, p.loop("served", cut=op.name, cut_label=op.label, service=how),
-                    layout.client_cores, layout.worker_cores)
+    served = Run.of(n, p.loop("served", cut=op.name, cut_label=op.label, service=how))
     ours = bool(p.worker_pids)
     receive = _least(moved, "cpu") * visit
     send = _per(moved, "worker_cpu") * visit if ours else receive  # other processes' CPU: 10 ms ticks
@@ -451,7 +449,7 @@ def _measure_cut(p: _Planning, base: _Baseline, op: Operator, position: tuple[in
         dispatcher_cpu=serving.dispatcher_cpu * visit,
         remote_caps=sequential_caps(costs.cpu, [s for s in costs.sequential if s in below]),
         client_caps=sequential_caps(costs.cpu, [s for s in costs.sequential if s not in below]),
-        send_measured=ours, measured={n: served.throughput})
+        measured={n: served.throughput})
     return cut, served
 
 
@@ -468,16 +466,16 @@ def _distribute(p: _Planning, setting: Setting, decision: Decision, workers_now:
                       job_name=p.options.job_name or _job_name(p.subject.graph), compression=pays, prefetch=AUTOTUNE)
 
 
-def _side_by_side(p: _Planning, layout: _Layout, distribute: Distribute) -> tuple[list[Run], list[Run]]:
-    """``rounds`` more runs of the served and the local pipeline, interleaved (served, local)."""
+def _side_by_side(p: _Planning, n: int, distribute: Distribute) -> tuple[list[Run], list[Run]]:
+    """``rounds`` more runs of the served pipeline (``n`` workers) and the local one, interleaved."""
     served_runs, local_runs = [], []
-    rounds, n = p.options.rounds, layout.workers_now
+    rounds = p.options.rounds
     how = {"address": p.service.address, "sharding": distribute.sharding, "compression": distribute.compression}
     for r in range(rounds):
         p.progress(f"measuring local and served again, side by side ({r + 1} of {rounds})", 0.8 + 0.15 * r / rounds)
         served = p.loop("served", cut=distribute.cut, cut_label=distribute.cut_label, service=how)
-        served_runs.append(Run.of(n, served, layout.client_cores, layout.worker_cores))
-        local_runs.append(Run.of(0, p.loop("full"), layout.client_cores, 0.0))
+        served_runs.append(Run.of(n, served))
+        local_runs.append(Run.of(0, p.loop("full")))
     return served_runs, local_runs
 
 

@@ -27,27 +27,24 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Run:
-    """One measured run: minibatches/s, CPU per minibatch of the client and of the workers,
-    and the share of their cores the processes got (below 1 on a busy machine)."""
+    """One measured run: minibatches/s, and the CPU per minibatch of the client, the workers
+    and the dispatcher."""
 
     workers: int
     throughput: float
     client_cpu: float  # client core-seconds per minibatch
     worker_cpu: float  # all workers' core-seconds per minibatch (0: not ours, not measured)
-    client_utilization: float  # client cores busy / client cores
-    worker_utilization: float  # workers' cores busy / workers' cores (0: not measured)
     dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (0: not ours)
     least_client_cpu: float = 0.0  # client CPU per minibatch in the least disturbed slice
     worker_and_dispatcher_cpu: float = 0.0  # per minibatch (whole window: their CPU comes in 10 ms ticks)
 
     @classmethod
-    def of(cls, workers: int, result: dict[str, Any], client_cores: float, worker_cores: float) -> "Run":
+    def of(cls, workers: int, result: dict[str, Any]) -> "Run":
+        """The run a measuring request's ``result`` describes (with ``workers`` serving it)."""
         n = max(result["elements"], 1)
         wall = max(result["wall"], 1e-12)
         slices = [s for s in result.get("slices", ()) if s["elements"] > 0] or [result]
         return cls(workers, result["elements"] / wall, result["cpu"] / n, result["worker_cpu"] / n,
-                   result["cpu"] / wall / max(client_cores, 1e-12),
-                   result["worker_cpu"] / wall / max(worker_cores, 1e-12) if worker_cores else 0.0,
                    result.get("dispatcher_cpu", 0.0) / n,
                    min(s["cpu"] / s["elements"] for s in slices),
                    # other processes' CPU comes in 10 ms ticks: whole windows only
@@ -202,20 +199,6 @@ class OffloadPlan:
     def _repr_html_(self) -> str:
         from ..render.offload import offload_html
         return offload_html(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decision": self.decision, "reason": self.reason, "target": self.target,
-            "target_source": self.target_source,
-            "distribute": self.distribute.to_dict() if self.distribute else None,
-            "workers": self.workers, "workers_available": self.workers_available,
-            "predicted": [[p.workers, p.throughput, p.bound] for p in self.predicted],
-            "measured": {str(k): v for k, v in self.measured.items()},
-            "runs": {str(k): [r.__dict__ for r in v] for k, v in self.runs.items()},
-            "cuts": [c.to_dict() for c in self.cuts], "invalid": self.invalid,
-            "setting": {k: getattr(self.setting, k) for k in self.setting.__dataclass_fields__},
-            "notes": self.notes, "address": self.address,
-        }
 
 
 __all__ = ["OffloadPlan", "Run"]

@@ -8,7 +8,6 @@ sharding policy, the job name, compression and the client-side prefetch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from .pipeline import AUTOTUNE
 
@@ -33,10 +32,6 @@ class Distribute:
             raise ValueError(f"sharding must be one of {SHARDING_POLICIES}, not {self.sharding!r}")
         if self.compression not in (None, "AUTO"):
             raise ValueError(f"compression must be None or 'AUTO', not {self.compression!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(cut=self.cut, cut_label=self.cut_label, sharding=self.sharding,
-                    job_name=self.job_name, compression=self.compression, prefetch=self.prefetch)
 
 
 __all__ = ["Distribute", "SHARDING_POLICIES"]

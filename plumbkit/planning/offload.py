@@ -21,8 +21,8 @@ everything below it on the workers and the rest on the client. Per root minibatc
 Throughput with ``n`` workers of ``w`` cores and a client of ``c`` cores is the smallest of
 
     consumer ceiling,   c / (consumer + client_cpu + receive_cpu),
-    n * w / (remote + send + service [+ dispatcher, when it shares the workers' cores]),
-    the element exchange (below),   bandwidth / bytes per minibatch,   dispatcher cores / dispatcher_cpu,
+    n * w / (remote + send + service + dispatcher),   (the dispatcher shares the workers' cores)
+    the element exchange (below),   bandwidth / bytes per minibatch,
 
 and the sequential operators' own caps on either side (one core each, as in the LP).
 
@@ -79,14 +79,7 @@ class CutCosts:
     dispatcher_cpu: float = 0.0  # the dispatcher's core-seconds per minibatch (DYNAMIC hands out splits)
     remote_caps: tuple[float, ...] = ()  # minibatches/s each sequential remote operator allows
     client_caps: tuple[float, ...] = ()
-    send_measured: bool = True  # False: the workers are not plumbkit's, send cost assumed = receive
     measured: Mapping[int, float] = field(default_factory=dict)  # workers -> served throughput (measured)
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["remote_caps"], d["client_caps"] = list(self.remote_caps), list(self.client_caps)
-        d["measured"] = {str(k): v for k, v in self.measured.items()}
-        return d
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,6 @@ class Setting:
     client_cores: float
     cores_per_worker: float = 1.0
     bandwidth: float | None = None  # bytes/s worker -> client (None: as measured on loopback)
-    dispatcher_cores: float | None = None  # None: the dispatcher shares the workers' cores
     local_caps: tuple[float, ...] = ()  # sequential operators' caps when all runs locally
     local_source: str = "measured"
 
@@ -127,13 +119,11 @@ def predict_local(s: Setting) -> Point:
 def terms(s: Setting, cut: CutCosts, workers: int) -> dict[str, float]:
     """Every ceiling on throughput with ``workers`` workers at this cut (minibatches/s)."""
     client = s.consumer_cpu + cut.client_cpu + cut.receive_cpu
-    worker = _worker_background(s, cut) + cut.send_cpu
+    worker = _worker_background(cut) + cut.send_cpu
     out = {"consumer": s.consumer_ceiling,
            "client CPU": s.client_cores / max(client, 1e-12),
            "workers' CPU": workers * s.cores_per_worker / max(worker, 1e-12),
            "element exchange": exchange_rate(s, cut, workers)}
-    if s.dispatcher_cores is not None and cut.dispatcher_cpu > 0:
-        out["dispatcher CPU"] = s.dispatcher_cores / cut.dispatcher_cpu
     if cut.remote_caps:
         out["a sequential remote operator"] = workers * min(cut.remote_caps)
     if cut.client_caps:
@@ -143,13 +133,10 @@ def terms(s: Setting, cut: CutCosts, workers: int) -> dict[str, float]:
     return out
 
 
-def _worker_background(s: Setting, cut: CutCosts) -> float:
+def _worker_background(cut: CutCosts) -> float:
     """Worker core-seconds per minibatch besides sending: computing, DYNAMIC's splits, and the
-    dispatcher when it runs on the workers' cores."""
-    worker = cut.remote_cpu + cut.service_cpu
-    if s.dispatcher_cores is None:
-        worker += cut.dispatcher_cpu
-    return worker
+    dispatcher (it shares the workers' cores)."""
+    return cut.remote_cpu + cut.service_cpu + cut.dispatcher_cpu
 
 
 def exchange_rate(s: Setting, cut: CutCosts, workers: int) -> float:
@@ -160,7 +147,7 @@ def exchange_rate(s: Setting, cut: CutCosts, workers: int) -> float:
     if not math.isfinite(cut.transfer_rate) or cut.transfer_rate <= 0 or r + snd <= 0:
         return workers * cut.transfer_rate
     base = 1.0 / (cut.transfer_rate * v)  # seconds per element's round trip, nothing else running
-    worker_load = _worker_background(s, cut) / s.cores_per_worker  # per minibatch, per worker core
+    worker_load = _worker_background(cut) / s.cores_per_worker  # per minibatch, per worker core
     client_load = (s.consumer_cpu + cut.client_cpu) / s.client_cores
 
     def excess(x: float) -> float:  # > 0 while the exchange could go faster than x

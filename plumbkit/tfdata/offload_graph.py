@@ -196,6 +196,6 @@ def cached_sample(ds: tf.data.Dataset, elements: int) -> tf.data.Dataset:
     return ds.take(elements).cache().repeat()
 
 
-__all__ = ["PYTHON_OPS", "RewriteError", "cached_sample", "client_part", "decode_spec", "distributed", "encode_spec",
+__all__ = ["PYTHON_OPS", "cached_sample", "client_part", "decode_spec", "distributed", "encode_spec",
            "graph_of", "offloaded", "offloaded_from_request", "offloaded_graph", "python_nodes", "spliced",
            "sub_pipeline", "sub_pipeline_graph"]
