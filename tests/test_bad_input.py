@@ -19,7 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import plumbkit
 from plumbkit.magics import PlumbUsageError, find_pipeline, parse_bytes
-from plumbkit.planning.budget import ESTIMATE_MARGIN, MAX_BUDGET_SHARE
+from plumbkit.tunables import ESTIMATE_MARGIN, MAX_BUDGET_SHARE
 from plumbkit.planning.decisions import decide
 from plumbkit.host.machine import available_memory
 from plumbkit.tfdata import unrebuildable

@@ -14,7 +14,8 @@ from plumbkit.engine.compare import Protocol
 from plumbkit.tfdata.options import sequential_options
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
-from plumbkit.planning.decisions import PREFETCH_LOSS, decide
+from plumbkit.planning.decisions import decide
+from plumbkit.tunables import PREFETCH_LOSS
 
 #: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
