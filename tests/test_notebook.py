@@ -186,7 +186,7 @@ def test_one_shot_optimize_export_shows_the_widget_ending_with_predicted_and_mea
     assert panel.plan is not None and not panel.plan.partial, panel.message.value
     assert panel.progress.value == 1.0 and panel.progress.bar_style == "success"
     assert "measured" in panel.message.value and "predicted" in panel.message.value
-    assert "<th>measured (median)</th><th>spread</th><th>its own prediction</th>" in panel.result.value
+    assert "<th>configuration</th><th>measured</th><th>predicted</th>" in panel.result.value
     plumbkit_row = panel.result.value.split("<td>plumbkit</td>")[1].split("</tr>")[0]
     assert len([c for c in plumbkit_row.split("<td>") if c[:1].isdigit()]) == 2  # measured, predicted
     proposed = ip.rl_next_input

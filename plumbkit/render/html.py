@@ -6,12 +6,18 @@ import html
 from typing import TYPE_CHECKING
 
 from ..model.units import human_bytes
-from .table import COLUMNS, row_cells
-from .text import plan_figures, plan_rows, summary_lines
+from .table import COLUMNS, pct, row_cells
+from .text import summary_lines
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
     from ..engine.trace_result import Trace
+
+#: Bars of the plan view: the longest bar's width (px) and the two series' colours.
+BAR_WIDTH = 240
+PREDICTED_COLOR, MEASURED_COLOR = "#aec7e8", "#1f77b4"
+#: What the plan view says where a configuration has no prediction of its own.
+AUTOTUNE_NOTE = "no prediction (AUTOTUNE picks at run time)"
 
 
 def html_report(trace: "Trace") -> str:
@@ -27,44 +33,126 @@ def html_report(trace: "Trace") -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
 
 
-def plan_html(plan: "Plan") -> str:
-    """The optimize panel: every figure labelled (a configuration's own prediction, the LP bound
-    of the best allocation, or a measurement); the allocation over the user's operators."""
-    measured = [v for v in plan.baselines.values() if v]
-    top = max(measured or [1.0])
+def plan_headline(plan: "Plan") -> str:
+    """The answer in one line: the plan against yours, measured, then as predicted."""
+    if not plan.proposed_changes:
+        return "nothing to change: your pipeline is returned unchanged"
+    predicted = predicted_speedup(plan)
+    then = f"; predicted {predicted:.1f}×" if predicted is not None else ""
+    speedup = plan.speedup
+    if speedup is None:
+        return f"not measured alike{then}"
+    if not speedup.measurable:
+        return f"{speedup.verdict}{then}"
+    if speedup.faster:
+        return f"{speedup.ratio:.1f}× faster than yours, measured{then}"
+    return f"slower than yours: {speedup.ratio:.2f}× its throughput, measured{then}"
+
+
+def predicted_speedup(plan: "Plan") -> float | None:
+    """The plan's prediction over the prediction for yours, the configuration the measured
+    speed-up is over (None: not measured alike, or either prediction is missing)."""
+    yours = plan.predictions.get(plan.speedup.over) if plan.speedup is not None else None
+    return plan.prediction.throughput / yours if yours else None
+
+
+def _returned(plan: "Plan") -> str:
+    """What ``plan.dataset`` holds, and the measured ratio with its interval when it is one."""
+    what = "plumbkit's plan is returned" if plan.applied else "your pipeline is returned unchanged"
+    speedup = plan.speedup
+    return f"{what} · {speedup.verdict}" if speedup is not None and speedup.measurable else what
+
+
+def _pair(predicted: float | None, measured: float | None, top: float) -> str:
+    """Two bars on one scale: the configuration's prediction (light) over its measurement (dark)."""
+    def bar(value: float | None, color: str) -> str:
+        width = 0 if not value else max(1, round(BAR_WIDTH * value / top))
+        return (f"<div style='height:8px;margin:1px 0;width:{width}px;background:{color}'></div>")
+    return bar(predicted, PREDICTED_COLOR) + bar(measured, MEASURED_COLOR)
+
+
+def _configuration_rows(plan: "Plan") -> str:
+    """One row per configuration: measured (with its spread), predicted, and the paired bars."""
+    comparison = plan.comparison
+    names = list(comparison.results) if comparison is not None else []
+    names += [n for n in plan.baselines if n not in names]
+    values = [v for n in names for v in (plan.baselines.get(n), plan.predictions.get(n)) if v]
+    top = max(values or [1.0])
     rows = []
-    for name, value, spread, predicted in plan_rows(plan):
-        number = plan.baselines.get(name)
-        bar = (f"<div style='background:#1f77b4;height:10px;width:{200 * number / top:.0f}px'></div>"
-               if number else "")
-        rows.append(f"<tr><td>{html.escape(name)}</td><td>{html.escape(value)}</td><td>{html.escape(spread)}</td>"
-                    f"<td>{html.escape(predicted)}</td><td>{bar}</td></tr>")
-    protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
-    table = ("<table class='plumbkit-plan' style='font-size:12px'><tr><th>configuration</th>"
-             "<th>measured (median)</th><th>spread</th><th>its own prediction</th><th></th></tr>"
-             + "".join(rows) + "</table>"
-             f"<div style='font-size:11px;color:#555'>measured alike: {html.escape(protocol)}</div>")
-    figures = "".join(f"<li>{html.escape(what)}: <b>{html.escape(value)}</b></li>" for what, value in plan_figures(plan))
-    lp = "".join(f"<li>{html.escape(k)}: {v:.2f} cores</li>" for k, v in plan.theta_by_label.items())
-    charged = "".join(f"<li>{html.escape(k)}: {v:.2f} cores</li>" for k, v in plan.charged.items())
-    free = html.escape(", ".join(plan.free)) if plan.free else ""
+    for name in names:
+        result = comparison.results.get(name) if comparison is not None else None
+        measured = plan.baselines.get(name)
+        if result is not None and not result.ok:
+            measured_cell = f"<span style='color:#b00'>failed: {html.escape(str(result.failed))}</span>"
+            measured = None
+        elif measured is None:
+            measured_cell = "—"
+        else:
+            q = result.quartiles if result is not None else None
+            spread = f" <span style='color:#777;font-size:11px'>IQR {q[0]:,.1f}–{q[1]:,.1f}</span>" if q else ""
+            measured_cell = f"{measured:,.1f}{spread}"
+        predicted = plan.predictions.get(name)
+        if predicted is not None:
+            predicted_cell = f"{predicted:,.1f}"
+        else:
+            why = AUTOTUNE_NOTE if name.startswith("autotune") else "no prediction"
+            predicted_cell = f"<span style='color:#777;font-size:11px'>{why}</span>"
+        rows.append(f"<tr class='plumbkit-config'><td>{html.escape(name)}</td><td>{measured_cell}</td>"
+                    f"<td>{predicted_cell}</td><td>{_pair(predicted, measured, top)}</td></tr>")
+    return "".join(rows)
+
+
+def _details(plan: "Plan") -> str:
+    """What the headline rests on, folded: the prediction's binding limit and its other limits,
+    the allocation, the cache, the notes and the options."""
+    prediction = plan.prediction
+    limits = " · ".join(
+        (f"<b>{html.escape(name)}: {value:,.1f} (binds)</b>" if name == prediction.binding
+         else f"{html.escape(name)}: {value:,.1f}")
+        for name, value in sorted(prediction.limits.items(), key=lambda kv: kv[1]))
+    off = (f"; measured {plan.measured_throughput:,.1f}, {pct(plan.prediction_error)} off"
+           if plan.measured_throughput else "")
+    parts = [f"<b>prediction</b> (before any rewrite): {prediction.throughput:,.1f} minibatches/s, "
+             f"bound by {html.escape(prediction.binding)}{off}.<br>Its limits, minibatches/s: {limits}"]
+    alloc = " · ".join(f"{html.escape(k)}: {v:.2f}" for k, v in plan.theta_by_label.items())
+    charged = " · ".join(f"{html.escape(k)}: {v:.2f}" for k, v in plan.charged.items())
+    parts.append(f"<b>allocation over your operators</b> (cores): {alloc or 'none'}"
+                 + (f"<br>also charged (cores): {charged}" if charged else "")
+                 + (f"<br>free in steady state (below a cache): {html.escape(', '.join(plan.free))}"
+                    if plan.free else ""))
     cache = plan.cache
     cache_line = (f"cache at <b>{html.escape(cache.label)}</b>: {human_bytes(cache.bytes)} of a "
                   f"{human_bytes(cache.budget)} budget" if cache.label else "no new cache")
+    parts.append(f"<b>cache</b>: {cache_line} — {html.escape(cache.why)}")
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
+    if notes:
+        parts.append(f"<b>notes</b><ul style='margin:2px 0'>{notes}</ul>")
+    offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in plan.options)
+    if offered:
+        parts.append(f"<b>options (not applied: they change the order)</b><ul style='margin:2px 0'>{offered}</ul>")
+    protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
+    parts.append(f"<b>measured alike</b>: {html.escape(protocol)}")
+    return ("<details class='plumbkit-plan-details'><summary>details: what binds the prediction, "
+            "the allocation, the cache, notes</summary>"
+            + "".join(f"<div style='margin:4px 0'>{part}</div>" for part in parts) + "</details>")
+
+
+def plan_html(plan: "Plan") -> str:
+    """The optimize panel: the answer in one line; each configuration measured and predicted as
+    paired bars; the changes; the rest folded. One figure per name: the plan's prediction is
+    the only model figure shown (no bound beside it)."""
+    legend = (f"<span style='color:{PREDICTED_COLOR}'>■</span> predicted before the fact · "
+              f"<span style='color:{MEASURED_COLOR}'>■</span> measured (median)")
+    table = ("<table class='plumbkit-plan' style='font-size:12px;white-space:nowrap'>"
+             "<thead style='text-align:left'><tr><th>configuration</th><th>measured</th>"
+             "<th>predicted</th><th></th></tr></thead><tbody>" + _configuration_rows(plan) + "</tbody></table>")
     title = "changes (applied)" if plan.applied else "changes proposed (not applied: yours is returned)"
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.proposed_changes) or "<li>none</li>"
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
-    offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in getattr(plan, "options", ()))
-    return (f"<div><div><b>{html.escape(plan.verdict)}</b></div><ul>{figures}</ul>"
-            f"<b>minibatches/s</b>{table}"
-            f"<div><b>LP allocation over your operators</b><ul>{lp or '<li>none</li>'}</ul>"
-            + (f"also charged:<ul>{charged}</ul>" if charged else "")
-            + (f"free in steady state (below a cache): {free}" if free else "") + "</div>"
-            f"<div><b>cache</b>: {cache_line} — {html.escape(cache.why)}</div>"
-            f"<div><b>{title}</b><ul>{changes}</ul></div>"
-            + (f"<div><b>notes</b><ul>{notes}</ul></div>" if notes else "")
-            + (f"<div><b>options (not applied: they change the order)</b><ul>{offered}</ul></div>" if offered else "")
-            + "</div>")
+    return (f"<div class='plumbkit-plan-view'>"
+            f"<div class='plumbkit-headline' style='font-size:15px'><b>{html.escape(plan_headline(plan))}</b></div>"
+            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>"
+            f"<div style='margin-top:4px'><b>minibatches/s</b> · {legend}</div>{table}"
+            f"<div><b>{title}</b><ul style='margin:2px 0'>{changes}</ul></div>{_details(plan)}</div>")
 
 
 def partial_plan_html(plan: "Plan") -> str:

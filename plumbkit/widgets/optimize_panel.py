@@ -1,7 +1,8 @@
 """The optimize panel: one click (or ``%%plumb --optimize``) runs the full optimization with a
-progress bar naming the phase and a Cancel, then shows predicted and measured throughput side by
-side, the baselines' bars, the LP allocation, the cache decision against the budget and the
-changes, and exports the optimized pipeline as the user's own cell."""
+progress bar naming the phase and a Cancel, then shows the answer in one line (the plan against
+yours, measured, then as predicted), each configuration's prediction and measurement as paired
+bars, the changes, and the rest folded (what binds the prediction, the allocation, the cache,
+notes); it exports the optimized pipeline as the user's own cell."""
 
 from __future__ import annotations
 
