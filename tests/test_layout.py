@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "plumbkit"
 REPR_METHODS = {"__str__", "__repr__", "_repr_html_", "_repr_pretty_"}
 ALL_ROOMS = {"model", "host", "tfdata", "analysis", "export", "planning", "engine", "render",
-             "widgets", "magics", "cli", "bench", "__init__", "__main__", "tunables"}
+             "widgets", "magics", "cli", "bench", "__init__", "__main__", "tunables", "service"}
 #: room -> rooms it may import at runtime (besides itself).
 ALLOWED = {
     "model": set(),
@@ -24,10 +24,13 @@ ALLOWED = {
     # constants measured on one machine, with their provenance: imports nothing
     "tunables": set(),
     "tfdata": {"model", "host", "tunables"},
+    # tf.data service processes; the measuring client runs tfdata's offload requests (lazily,
+    # inside the process it starts, after pinning)
+    "service": {"model", "tfdata"},
     "analysis": {"model", "tunables"},
     "export": {"model"},
     "planning": {"model", "analysis", "host", "tunables"},
-    "engine": {"model", "host", "tfdata", "analysis", "planning", "export", "tunables"},
+    "engine": {"model", "host", "tfdata", "service", "analysis", "planning", "export", "tunables"},
     "render": {"model", "analysis"},
     "widgets": ALL_ROOMS - {"widgets", "magics", "cli", "bench", "__init__", "__main__"},
     "magics": ALL_ROOMS - {"magics", "cli", "bench", "__main__"},
@@ -47,7 +50,7 @@ EXCLUSIVE = {
 #: rooms that may import TensorFlow at import time (bench builds pipelines as a user does).
 TF_AT_IMPORT = {"tfdata", "bench"}
 #: rooms that may import TensorFlow inside a function (lazily).
-TF_LAZY = TF_AT_IMPORT | {"cli", "magics", "host"}
+TF_LAZY = TF_AT_IMPORT | {"cli", "magics", "host", "service"}
 
 
 @dataclass(frozen=True)
