@@ -275,3 +275,12 @@ def speech() -> Factory:
     return lambda: (tf.data.Dataset.range(2000).map(waveform).map(spectrogram).map(mel)
                     .map(mask).batch(16).repeat())
 
+
+
+#: The bench's two sets. *tuning*: the pipelines above, on which the model's costs, constants and
+#: rules are made and checked. *held-out*: public pipelines restated in
+#: :mod:`plumbkit.bench.public_pipelines`, read only to report the error; no model change is
+#: ever tuned on them.
+TUNING = "tuning"
+HELD_OUT = "held-out"
+SPLITS = (TUNING, HELD_OUT)

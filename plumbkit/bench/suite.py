@@ -8,6 +8,13 @@ the speed-up optimize() reported against that independent timing. The pipelines 
 regimes users live in: larger than the memory budget and read from disk, shuffled with random
 augmentation, already tuned by an expert, and small evaluation-style sets that fit the cache.
 ``--quick`` runs one small pipeline in seconds (CI keeps it from rotting).
+
+Two sets, reported apart: the *tuning* set (:mod:`plumbkit.bench.pipelines`, the nine pipelines
+the model's costs, constants and rules were made on) and the *held-out* set
+(:mod:`plumbkit.bench.public_pipelines`, public pipelines restated from tensorflow/models,
+tensorflow/tpu, tensorflow/nmt, keras-io and the tf.data guide). No model change is ever tuned on
+the held-out set: its error is read, never fitted. ``--split`` picks one set or both; the other
+sections (stepping, accuracy, overhead, cancel) run on the tuning set.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from ..tfdata.graph import dataset_at, serialized_graph
 from ..tfdata.rebuild import apply_changes
 from . import offload as offload_bench
 from . import pipelines as bench_pipelines
+from . import public_pipelines
+from .pipelines import HELD_OUT, SPLITS, TUNING
 from .accuracy import operator_errors, summary as accuracy_summary
 from .cancel import cancel_latency
 from .overhead import overhead as tracing_overhead
@@ -70,7 +79,7 @@ def _speedup(s) -> dict | None:
 
 def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Callable[[str], None],
                memory_budget: float | None = None, before_each: Callable[[str], None] | None = None,
-               regime: str = "") -> dict:
+               regime: str = "", split: str = TUNING) -> dict:
     """optimize() (its own comparison: yours vs its plan), then all six configurations measured
     again, independently, under the same protocol: yours, naive, heuristic, AUTOTUNE, AUTOTUNE +
     the plan's cache and prefetch, and the plan. The plan's prediction was made before it ran."""
@@ -102,7 +111,7 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
     returned = "plumbkit" if plan.applied else "yours"
     over_autotune = comparison.speedup(returned, "autotune")
     return {
-        "pipeline": name, "regime": regime, "measured": med,
+        "pipeline": name, "split": split, "regime": regime, "measured": med,
         "quartiles": {k: r.quartiles for k, r in res.items()},
         "spread": {k: r.spread for k, r in res.items()},
         "failed": {k: r.failed for k, r in res.items() if r.failed},
@@ -335,6 +344,33 @@ def end_to_end_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+#: How the report names each set.
+SPLIT_TITLES = {TUNING: "Tuning set (the model was made on these)",
+                HELD_OUT: "Held-out set (public pipelines; no model change is tuned on them)"}
+
+
+def _by_split(rows: list[dict]) -> dict[str, list[dict]]:
+    """Rows grouped by set, tuning first (rows of reports from before the split are tuning rows)."""
+    groups = {split: [r for r in rows if r.get("split", TUNING) == split] for split in SPLITS}
+    return {split: members for split, members in groups.items() if members}
+
+
+def prediction_errors(rows: list[dict]) -> dict[str, dict[str, float | int]]:
+    """Per set: the prediction error's median and worst over its pipelines, and how many."""
+    summary = {}
+    for split, members in _by_split(rows).items():
+        errors = [r["prediction_error"] for r in members if r["prediction_error"] is not None]
+        if errors:
+            summary[split] = {"median": statistics.median(errors), "worst": max(errors), "pipelines": len(errors)}
+    return summary
+
+
+def prediction_error_lines(rows: list[dict]) -> list[str]:
+    return [f"Prediction error before the fact, {split} set: median {100 * e['median']:.0f}%, "
+            f"worst {100 * e['worst']:.0f}% over {e['pipelines']} pipelines."
+            for split, e in prediction_errors(rows).items()]
+
+
 def markdown(report: dict) -> str:
     m = report["machine"]
     rows = report["end_to_end"]
@@ -343,7 +379,9 @@ def markdown(report: dict) -> str:
              f"Python {m['python']}. Throughputs in minibatches/s, medians over the rounds of one protocol "
              f"({report['protocol']}). *predicted* marks the model's numbers, made before any rewrite ran.", ""]
     if rows:
-        lines += ["## End to end", ""] + end_to_end_table(rows) + [""]
+        lines += ["## End to end", ""]
+        for split, members in _by_split(rows).items():
+            lines += [f"### {SPLIT_TITLES[split]}", ""] + end_to_end_table(members) + [""]
         lines += ["What each pipeline is, and where plumbkit's figure comes from:", ""]
         for r in rows:
             cache = (f"cache at {r['cache']} ({r['cache_bytes'] / 1e6:,.1f} MB of a {r['memory_budget'] / 1e6:,.0f} MB "
@@ -364,10 +402,7 @@ def markdown(report: dict) -> str:
                          f"{ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
                          f"{_pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | "
                          f"{_num(statistics.median(neighbours), 2) if neighbours else '—'} |")
-        errors = [r["prediction_error"] for r in rows if r["prediction_error"] is not None]
-        if errors:
-            lines += ["", f"Prediction error before the fact: median {100 * statistics.median(errors):.0f}%, "
-                          f"worst {100 * max(errors):.0f}% over {len(errors)} pipelines."]
+        lines += [""] + prediction_error_lines(rows)
         cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
         if cpu:
             lines += [f"CPU per minibatch, predicted before the fact vs measured (robust to a busy neighbour): "
@@ -462,6 +497,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds per comparison (>= 5 for the report)")
     parser.add_argument("--window", type=float, default=None, help="seconds per measurement window")
     parser.add_argument("--only", default=None, help="comma-separated pipeline names")
+    parser.add_argument("--split", choices=(TUNING, HELD_OUT, "all"), default="all",
+                        help="end to end on the tuning set, the held-out set (public pipelines) or both")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: end_to_end,stepping,accuracy,cache,overhead,"
                              "cancel,pick_best,offload")
     parser.add_argument("--resume", action="store_true",
@@ -501,9 +538,26 @@ class Case:
     regime: str
     memory_budget: float | None = None
     before_each: Callable[[str], None] | None = None
+    split: str = TUNING
 
 
-def cases(data: str, quick: bool) -> dict[str, Case]:
+def cases(data: str, quick: bool, split: str = "all") -> dict[str, Case]:
+    """The bench's pipelines of ``split`` (``"tuning"``, ``"held-out"`` or ``"all"``); ``quick``:
+    the one small tuning pipeline, whatever the split."""
+    if quick:
+        return tuning_cases(data, quick)
+    chosen = {} if split == HELD_OUT else tuning_cases(data, quick)
+    if split != TUNING:
+        chosen.update(held_out_cases(data))
+    return chosen
+
+
+def held_out_cases(data: str) -> dict[str, Case]:
+    return {name: Case(p.make, f"{p.regime} Restated from {p.source}.", split=p.split)
+            for name, p in public_pipelines.held_out(data).items()}
+
+
+def tuning_cases(data: str, quick: bool) -> dict[str, Case]:
     if quick:
         return {"skewed": Case(bench_pipelines.planted_skewed(elements=800),
                                "planted maps two orders of magnitude apart, small and cacheable.")}
@@ -551,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
                         tolerance=base.tolerance, max_windows=base.max_windows, fill_limit=base.fill_limit,
                         extra_rounds=base.extra_rounds)
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    chosen = cases(data, quick)
+    chosen = cases(data, quick, getattr(args, "split", "all"))
     if args.only:
         wanted = {n.strip() for n in args.only.split(",")}
         chosen = {k: v for k, v in chosen.items() if k in wanted}
@@ -568,9 +622,9 @@ def run(args: argparse.Namespace) -> int:
             continue
         report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
                                                memory_budget=case.memory_budget, before_each=case.before_each,
-                                               regime=case.regime))
+                                               regime=case.regime, split=case.split))
         (out / "partial.json").write_text(json.dumps(report, indent=1, default=str))  # a long run keeps its results
-    pipelines = {k: v.make for k, v in chosen.items()}
+    pipelines = {k: v.make for k, v in chosen.items() if v.split == TUNING}
     if "stepping" not in skip:
         for name, make in step_targets(pipelines, quick).items():
             report["stepping"].append(stepping(name, make, steps=2 if quick else 4, starts=2 if quick else 3,
@@ -611,6 +665,7 @@ def run(args: argparse.Namespace) -> int:
                                "cache": plan.cache.label}
     if not quick and "offload" not in skip and (not args.only or "offload" in args.only):
         report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
+    report["prediction_errors"] = prediction_errors(report["end_to_end"])
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "report.md").write_text(markdown(report))
