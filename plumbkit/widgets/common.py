@@ -104,8 +104,9 @@ class Runner:
 
 def svg_lines(series: dict[str, Sequence[float]], *, width: int = 420, height: int = 140,
               colors: Sequence[str] = ("#d62728", "#1f77b4", "#2ca02c", "#9467bd"),
-              x_label: str = "", y_label: str = "") -> str:
-    """A small line chart as inline SVG (cheap to redraw several times a second)."""
+              x_label: str = "", y_label: str = "", marked: bool = False) -> str:
+    """A small line chart as inline SVG (cheap to redraw several times a second); ``marked``
+    draws each point with its value (for a few measured points, e.g. a walk's steps)."""
     values = [v for s in series.values() for v in s]
     if not values:
         return f'<svg width="{width}" height="{height}"></svg>'
@@ -113,9 +114,11 @@ def svg_lines(series: dict[str, Sequence[float]], *, width: int = 420, height: i
     n = max(len(s) for s in series.values())
     pad = 34
 
+    def point(i: int, v: float) -> tuple[float, float]:
+        return pad + (width - pad - 8) * (i / max(1, n - 1)), height - 18 - (height - 30) * (v / top)
+
     def xy(i: int, v: float) -> str:
-        x = pad + (width - pad - 8) * (i / max(1, n - 1))
-        y = height - 18 - (height - 30) * (v / top)
+        x, y = point(i, v)
         return f"{x:.1f},{y:.1f}"
 
     parts = [f'<svg width="{width}" height="{height}" style="font:10px sans-serif">',
@@ -127,6 +130,13 @@ def svg_lines(series: dict[str, Sequence[float]], *, width: int = 420, height: i
     for k, ((name, s), color) in enumerate(zip(series.items(), colors)):
         points = " ".join(xy(i, v) for i, v in enumerate(s))
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{points}"/>')
+        for i, v in enumerate(s if marked else ()):
+            x, y = point(i, v)
+            last = i == n - 1 and n > 1  # its label left of the point, inside the chart
+            anchor = ' text-anchor="end"' if last else ""
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>'
+                         f'<text x="{x - 4 if last else x + 4:.1f}" y="{y - 4:.1f}" fill="{color}"'
+                         f'{anchor}>{v:,.0f}</text>')
         parts.append(f'<text x="{pad + 8 + 110 * k}" y="18" fill="{color}">{html.escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)

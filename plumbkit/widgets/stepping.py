@@ -155,7 +155,7 @@ class SteppingWidget(w.VBox):
     # -- drawing ---------------------------------------------------------------------------
     def redraw(self) -> None:
         series = {f"{p} walk": wk.throughputs for p, wk in self.walks.items() if wk.throughputs}
-        self.chart.value = svg_lines(series, x_label="step →", y_label="minibatches/s (measured)")
+        self.chart.value = svg_lines(series, x_label="step →", y_label="minibatches/s (measured)", marked=True)
         rows = []
         for p, wk in self.walks.items():
             chosen = ", ".join(f"{i + 1}: {html.escape(str(o))}" for i, o in enumerate(wk.operators))
