@@ -138,6 +138,19 @@ def interleaved_throughput(factories: dict, *, rounds: int = 3, seconds: float =
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def with_neighbour_cores(fn):
+    """``(fn(), cores other processes kept busy while it ran)`` (None where ``/proc/stat`` is not
+    readable): a figure that needs this machine's cores is checked only where they were ours."""
+    from plumbkit.host.machine import machine_busy_seconds
+    busy, own, began = machine_busy_seconds(), time.process_time(), time.monotonic()
+    result = fn()
+    busy_after = machine_busy_seconds()
+    if busy is None or busy_after is None:
+        return result, None
+    others = (busy_after - busy) - (time.process_time() - own)
+    return result, max(0.0, others / (time.monotonic() - began))
+
+
 def isolated_seconds_per_element(fn, *, n: int | None = None, dtype=tf.int64) -> float:
     """Seconds ``fn`` costs per element alone, run as written and sequentially with intra-op
     pinned to one thread (the pinned tests' execution mode), in process CPU time (on a busy
