@@ -168,11 +168,13 @@ def failing_screenshot(page, tmp_path: Path):
     page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
 
 
-#: How far the live table's content reaches beyond the box it is drawn in (px; 0: it fits).
+#: How far the live table reaches beyond the narrowest box that clips or scrolls it (px; 0: it
+#: fits, every column in sight).
 OVERFLOW = """() => { const t = document.querySelector('.plumbkit-table');
-  const box = t.closest('.jp-OutputArea-output') || t.parentElement;
-  return Math.max(0, t.getBoundingClientRect().right - box.getBoundingClientRect().right,
-                  t.parentElement.scrollWidth - t.parentElement.clientWidth); }"""
+  let right = Infinity;
+  for (let e = t.parentElement; e; e = e.parentElement)
+    if (getComputedStyle(e).overflowX !== 'visible') right = Math.min(right, e.getBoundingClientRect().right);
+  return Math.max(0, t.getBoundingClientRect().right - right); }"""
 
 
 #: Records in the page every status line the live widget shows while tracing (the browser sees

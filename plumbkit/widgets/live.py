@@ -35,6 +35,18 @@ def _bar(fraction: float | None, color: str) -> str:
             f'<div style="width:{pct:.0f}%;background:{color};height:9px"></div></div> {pct:.0f}%')
 
 
+#: Columns whose long names may wrap (the others keep a figure on one line).
+WRAPPED = (COLUMNS.index("operator"), COLUMNS.index("kind"))
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, with places a narrow column may break it: after "/", "(", "_"."""
+    out = html.escape(text)
+    for mark in "/(_":
+        out = out.replace(mark, mark + "<wbr>")
+    return out.replace("materialized", "materi&shy;alized")
+
+
 def table_html(trace: Trace, bottleneck_op: Any = None) -> str:
     """The operator table with CPU share and utilization bars; the bottleneck row highlighted
     (``bottleneck_op``: the trace's bottleneck when the caller has it already)."""
@@ -42,8 +54,7 @@ def table_html(trace: Trace, bottleneck_op: Any = None) -> str:
         bottleneck_op = trace.bottleneck
     bottleneck = bottleneck_op.name if bottleneck_op else None
     head = "".join(f"<th style='text-align:left;vertical-align:bottom;padding:1px 3px' "
-                   f"title='{html.escape(COLUMN_NOTES.get(c, ''))}'>{html.escape(c).replace('/', '/<wbr>')}</th>"
-                   for c in COLUMNS)
+                   f"title='{html.escape(COLUMN_NOTES.get(c, ''))}'>{_breakable(c)}</th>" for c in COLUMNS)
     rows = []
     for o in trace.ops:
         cells = row_cells(o)
@@ -51,16 +62,19 @@ def table_html(trace: Trace, bottleneck_op: Any = None) -> str:
         cells_html[COLUMNS.index("CPU")] = _bar(o.cpu_share, "#1f77b4")
         cells_html[COLUMNS.index("util")] = _bar(o.utilization, "#ff7f0e")
         cells_html[COLUMNS.index("CPU/elem")] = cells_html[COLUMNS.index("CPU/elem")].replace("; ", "<br>")
+        for k in WRAPPED:  # long names may break after "(" or "_"
+            cells_html[k] = _breakable(cells[k])
         is_b = o.name == bottleneck
         style = "background:#ffd6d6;font-weight:bold" if is_b else ""
         mark = "▶" if is_b else ""
-        tds = "".join(f"<td style='padding:1px 3px;white-space:nowrap'>{c}</td>" for c in cells_html)
+        tds = "".join(f"<td style='padding:1px 3px;white-space:{'normal' if k in WRAPPED else 'nowrap'}'>{c}</td>"
+                      for k, c in enumerate(cells_html))
         title = html.escape(o.note or o.cache_note)
         rows.append(f"<tr class='plumbkit-row{' plumbkit-bottleneck' if is_b else ''}' "
                     f"style='{style}' title='{title}'><td title='bottleneck'>{mark}</td>{tds}</tr>")
-    # narrow columns and headers that wrap keep it within the widget; a scroll bar only beyond
-    return (f"<div style='overflow-x:auto;max-width:100%'>"
-            f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:11px'>"
+    # narrow columns, headers and names that wrap keep it within the widget; a scroll bar only beyond
+    return (f"<div style='overflow-x:auto;max-width:100%;white-space:normal'>"
+            f"<table class='plumbkit-table' style='border-collapse:collapse;font-size:11px;line-height:1.3'>"
             f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
