@@ -559,16 +559,16 @@ def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file
         if n == -1:
             out[op.name] = math.inf
             continue
+        kids = [out.get(i) for i in op.inputs]
+        if any(k is not None and math.isinf(k) for k in kids):  # a repeat() below: endless,
+            out[op.name] = math.inf  # whatever the files hold (a reader over repeated file names)
+            continue
         below_files = {f for o in [op, *pipeline.descendants(op.name)] for f in o.files}
         if op.reads_files and records_per_byte and below_files:
             out[op.name] = sum(file_sizes.get(f, 0) for f in below_files) * records_per_byte
             continue
-        kids = [out.get(i) for i in op.inputs]
         if not kids or any(k is None for k in kids):
             out[op.name] = None
-            continue
-        if any(math.isinf(k) for k in kids):
-            out[op.name] = math.inf
             continue
         if op.kind == "concatenate":
             out[op.name] = float(sum(kids))
