@@ -2,10 +2,13 @@
 
 import json
 
+import pytest
+
 from plumbkit import bench, cli
 from plumbkit.bench.suite import CONFIGS
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # its cancel section presses Ctrl-C, however pytest was started
 def test_quick_bench_writes_a_report(tmp_path):
     assert cli.main(["bench", "--quick", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())

@@ -267,6 +267,7 @@ def test_optimize_during_a_live_trace_stops_it_and_cancel_ends_promptly(ip, show
     assert not widget.optimize.button.disabled and not widget.stepping.bottleneck_button.disabled
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # SIGINT raises, however pytest was started
 def test_ctrl_c_ends_a_one_shot_optimization_and_changes_nothing(ip, shown):
     ip.user_ns.pop("plumbed_ds", None)
     ip.rl_next_input = None
@@ -360,6 +361,7 @@ def test_repeated_runs_leave_no_threads_and_bounded_memory(ip, shown):
     assert growth < 40 * 2**20, f"resident memory grew {growth / 2**20:.0f} MB over 7 runs"
 
 
+@pytest.mark.usefixtures("ctrl_c_raises")  # SIGINT raises, however pytest was started
 def test_keyboard_interrupt_keeps_the_trace(ip, capsys):
     import _thread
     import threading

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -32,6 +31,8 @@ from plumbkit.service.processes import can_pin, usable_cores
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.offload_graph import graph_of, python_nodes
 from plumbkit.tfdata.offload_requests import pipeline_request
+
+from conftest import python_module_with_ctrl_c
 
 CLIENT = usable_cores()[:1] if len(usable_cores()) > 1 else None
 
@@ -240,8 +241,9 @@ def test_a_lost_worker_is_named_and_never_hangs(cluster):
 
 def test_service_up_prints_the_address_reports_a_lost_worker_and_stops_on_ctrl_c(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(plumbkit.__file__).parents[1])}
-    proc = subprocess.Popen([sys.executable, "-m", "plumbkit", "service", "up", "--workers", "1",
-                             "--work-dir", str(tmp_path / "journal")],
+    # SIGINT raising in the child, as in a terminal (a background job's child inherits it ignored)
+    proc = subprocess.Popen(python_module_with_ctrl_c("plumbkit", "service", "up", "--workers", "1",
+                                                      "--work-dir", str(tmp_path / "journal")),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     lines: list[str] = []
 
