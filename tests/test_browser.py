@@ -168,14 +168,19 @@ def failing_screenshot(page, tmp_path: Path):
     page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
 
 
-#: How far the live table reaches beyond the narrowest box that clips or scrolls it (px; 0: it
-#: fits, every column in sight).
-OVERFLOW = """() => { const t = document.querySelector('.plumbkit-table');
-  let right = Infinity;
+#: How far an element reaches beyond the narrowest box that clips or scrolls it (px; 0: it fits).
+CLIPPED = """(t) => { let right = Infinity;
   for (let e = t.parentElement; e; e = e.parentElement)
     if (getComputedStyle(e).overflowX !== 'visible') right = Math.min(right, e.getBoundingClientRect().right);
   return Math.max(0, t.getBoundingClientRect().right - right); }"""
-
+#: The live table's overflow: 0 when every column is in sight.
+OVERFLOW = f"() => ({CLIPPED})(document.querySelector('.plumbkit-table'))"
+#: The overflow of a copy of the live table made 1,600 px wide (more than the page): the
+#: measure must see it (a copy, since the table itself is redrawn live).
+WIDENED = f"""() => {{ const t = document.querySelector('.plumbkit-table');
+  const copy = t.cloneNode(true); copy.className = ''; copy.style.minWidth = '1600px';
+  t.parentElement.appendChild(copy);
+  const over = ({CLIPPED})(copy); copy.remove(); return over; }}"""
 
 #: Records in the page every status line the live widget shows while tracing (the browser sees
 #: each redraw, however late a busy machine lets the test look).
@@ -205,6 +210,8 @@ def test_quickstart_live_widget_in_chromium(lab_page, notebook, tmp_path):
     # every column fits in the widget, the last (GIL) included, with the file browser open
     assert page.evaluate(OVERFLOW) <= 1, "the live table is wider than the widget"
     assert page.locator(".plumbkit-table th").last.is_visible()
+    # negative control: the same measure sees a table made wider than the page
+    assert page.evaluate(WIDENED) > 100
     news = page.get_by_role("button", name="No")
     if news.count():
         news.first.click()  # JupyterLab's news prompt would cover the widget
