@@ -486,10 +486,8 @@ def _elements(pipeline: Pipeline, rmap: RuntimeMap, deltas, own) -> dict[str, fl
         out[op.name] = produced
     for op in pipeline:  # the batch half of a fusion: the fused node's own output count
         if op.name in rmap.fused and op.name not in out and op.inputs and op.inputs[0] in own:
-            fused = own[op.inputs[0]]
             out[op.name] = sum(_d(deltas[i], "elements") for i, o in rmap.owner.items()
                                if o == op.inputs[0] and rmap.role[i] == "fused" and i in deltas)
-            del fused
     return out
 
 

@@ -2,7 +2,8 @@
 
 Result objects (:class:`Trace` with ``allocation_bound()``, :class:`Step`, :class:`Walk`,
 :class:`Plan`) and the operations that produce them. Reaches TensorFlow only through
-``plumbkit.tfdata``; may import ``model``, ``host``, ``tfdata``, ``analysis`` and ``planning``.
+``plumbkit.tfdata``; may import ``model``, ``host``, ``tfdata``, ``analysis``, ``planning``, ``export``,
+``service`` and ``tunables``.
 A result's ``__str__`` / ``_repr_html_`` import its renderer inside the method. Every operation
 runs through the :mod:`~plumbkit.engine.scheduler`: one measurement at a time, each stoppable.
 """
