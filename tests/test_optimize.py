@@ -95,8 +95,10 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
     heavy_op = plan.trace.op("map(heavy)")
     assert heavy_op.parallel_calls == plan.trace.analysis.cores and "(p)" in str(plan.trace)  # shown, labelled
     assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
-    if (measured.neighbour_cores or 0) < 0.2:  # the cores were ours (CI): throughput too
-        assert plan.prediction_error <= 0.25, str(plan)
+    if (measured.neighbour_cores or 0) >= 0.2:  # throughput needs the cores: beside busy neighbours, say so
+        pytest.skip(f"throughput not checked: measured beside {measured.neighbour_cores:.1f} busy neighbour "
+                    f"cores; the CPU per minibatch check passed")
+    assert plan.prediction_error <= 0.25, str(plan)
 
 @measured_against_the_clock
 def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_gains_from_it():
@@ -119,8 +121,11 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
     else:  # at the threshold either is right, but the note says what was done
         assert said == ("prefetch" not in whats), (gain, plan.proposed_changes, plan.notes)
     assert plan.prediction.binding == "consumer thread"
-    if (plan.comparison["plumbkit"].neighbour_cores or 0) < 0.2:  # the cores were ours (CI)
-        assert plan.prediction_error <= 0.25, str(plan)
+    neighbour = plan.comparison["plumbkit"].neighbour_cores or 0
+    if neighbour >= 0.2:  # the consumer's ceiling needs its core: beside busy neighbours, say so
+        pytest.skip(f"throughput not checked: measured beside {neighbour:.1f} busy neighbour cores; "
+                    f"the prefetch decision and the binding limit were checked")
+    assert plan.prediction_error <= 0.25, str(plan)
 
 
 def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind():
