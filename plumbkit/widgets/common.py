@@ -112,19 +112,19 @@ def svg_lines(series: dict[str, Sequence[float]], *, width: int = 420, height: i
         return f'<svg width="{width}" height="{height}"></svg>'
     top = max(values) * 1.1 or 1.0
     n = max(len(s) for s in series.values())
-    pad = 34
+    pad, floor, ceiling = 34, height - 18, 26  # the plot below the series' names
 
     def point(i: int, v: float) -> tuple[float, float]:
-        return pad + (width - pad - 8) * (i / max(1, n - 1)), height - 18 - (height - 30) * (v / top)
+        return pad + (width - pad - 8) * (i / max(1, n - 1)), floor - (floor - ceiling) * (v / top)
 
     def xy(i: int, v: float) -> str:
         x, y = point(i, v)
         return f"{x:.1f},{y:.1f}"
 
     parts = [f'<svg width="{width}" height="{height}" style="font:10px sans-serif">',
-             f'<line x1="{pad}" y1="{height - 18}" x2="{width - 8}" y2="{height - 18}" stroke="#999"/>',
-             f'<line x1="{pad}" y1="8" x2="{pad}" y2="{height - 18}" stroke="#999"/>',
-             f'<text x="2" y="14">{top / 1.1:.0f}</text>',
+             f'<line x1="{pad}" y1="{floor}" x2="{width - 8}" y2="{floor}" stroke="#999"/>',
+             f'<line x1="{pad}" y1="{ceiling}" x2="{pad}" y2="{floor}" stroke="#999"/>',
+             f'<text x="2" y="{point(0, top / 1.1)[1] + 3:.1f}">{top / 1.1:.0f}</text>',  # at the highest value
              f'<text x="{pad}" y="{height - 4}">{html.escape(x_label)}</text>',
              f'<text x="{width - 150}" y="{height - 4}">{html.escape(y_label)}</text>']
     for k, ((name, s), color) in enumerate(zip(series.items(), colors)):
