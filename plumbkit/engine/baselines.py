@@ -10,11 +10,9 @@
   of plumbkit's cache.
 
 tf.data's legacy ``parallel_interleave`` (``LegacyParallelInterleaveDatasetV2``, still in
-public pipelines such as tensorflow/tpu's ResNet input) has no ``num_parallel_calls``: it runs
-one thread per element of its cycle, and the rewrite has neither a plain nor a parallel form to
-convert it to. Every baseline keeps it as the user wrote it (so on such a pipeline *naive* is
-sequential everywhere but that reader): asking the rewrite for its parallelism would make
-*heuristic*, *autotune* and *autotune_with* fail to build at all.
+public pipelines such as tensorflow/tpu's ResNet input) is not parallelizable by a rewrite
+(:attr:`plumbkit.model.pipeline.Operator.parallelizable`): every baseline keeps it as the user
+wrote it, so on such a pipeline *naive* is sequential everywhere but that reader.
 
 Every baseline keeps the user's own ``cache()``: it is part of what the pipeline yields (a cache
 above a seeded shuffle freezes the epoch order). Each is a list of :class:`Change` on the
@@ -26,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..model.pipeline import AUTOTUNE, Operator, Pipeline
+from ..model.pipeline import AUTOTUNE, Pipeline
 from ..model.plan import Change
 from ..tfdata.graph import pipeline_of
 from ..tfdata.options import autotune_options, sequential_options
@@ -45,29 +43,23 @@ def _top(p: Pipeline) -> str:
     return p.root if p[p.root].kind != "prefetch" else p[p.root].inputs[0]
 
 
-def _retunable(op: Operator) -> bool:
-    """Parallelizable, and by a rewrite: not tf.data's legacy ``parallel_interleave``, whose
-    parallelism is its cycle length and which has no form to convert to (see above)."""
-    return op.parallelizable and not op.op.startswith("Legacy")
-
-
 def naive_changes(p: Pipeline) -> list[Change]:
     changes = _without_prefetches(p)
     changes += [Change("sequential", op.label, op.name, 1, "baseline") for op in p
-                if _retunable(op) and (op.op.startswith("Parallel") or "parallelism" in op.tunables)]
+                if op.parallelizable and (op.op.startswith("Parallel") or "parallelism" in op.tunables)]
     return changes
 
 
 def heuristic_changes(p: Pipeline, cores: int) -> list[Change]:
     changes = _without_prefetches(p)
-    changes += [Change("parallelism", op.label, op.name, cores, "baseline") for op in p if _retunable(op)]
+    changes += [Change("parallelism", op.label, op.name, cores, "baseline") for op in p if op.parallelizable]
     top = _top(p)
     return changes + [Change("prefetch", p[top].label, top, 2, "baseline")]
 
 
 def autotune_changes(p: Pipeline) -> list[Change]:
     changes = _without_prefetches(p)
-    changes += [Change("parallelism", op.label, op.name, AUTOTUNE, "baseline") for op in p if _retunable(op)]
+    changes += [Change("parallelism", op.label, op.name, AUTOTUNE, "baseline") for op in p if op.parallelizable]
     top = _top(p)
     return changes + [Change("prefetch", p[top].label, top, AUTOTUNE, "baseline")]
 

@@ -123,7 +123,10 @@ class Operator:
 
     @property
     def parallelizable(self) -> bool:
-        return self.kind in PARALLELIZABLE_KINDS
+        """A rewrite can set its parallelism. Not tf.data's legacy ``parallel_interleave``
+        (``LegacyParallelInterleaveDatasetV2``): it runs one reader thread per element of its
+        cycle, has no ``num_parallel_calls``, and the rewrite has no form to convert it to."""
+        return self.kind in PARALLELIZABLE_KINDS and not self.op.startswith("Legacy")
 
     @property
     def max_parallelism(self) -> int | None:
