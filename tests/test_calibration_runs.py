@@ -3,7 +3,6 @@ on real tf.data iterators where it runs anything."""
 
 import statistics
 
-import pytest
 import tensorflow as tf
 
 import plumbkit

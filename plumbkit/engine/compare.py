@@ -52,9 +52,9 @@ import numpy as np
 from scipy.stats import binom
 
 from ..host.machine import machine_busy_seconds
+from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
-from ..model.errors import first_line
 
 if TYPE_CHECKING:
     import tensorflow as tf

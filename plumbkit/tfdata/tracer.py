@@ -9,7 +9,6 @@ runtime nodes to the user's operators and deriving rates is :mod:`plumbkit.analy
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Callable
