@@ -69,6 +69,13 @@ class RuntimeCosts:
     handoff: float = 0.0
     cache_read: float = 0.0
     consumer_plain: float | None = None
+    #: CPU seconds per element written into a memory cache while it fills (None: as a read)
+    cache_put: float | None = None
+
+    @property
+    def cache_write(self) -> float:
+        """CPU per element a filling cache spends storing it (a read's when not measured)."""
+        return self.cache_read if self.cache_put is None else self.cache_put
 
     def consumer_work(self, prefetched: bool) -> float:
         """Seconds of the consumer thread per minibatch of a pipeline that costs nothing: through
@@ -290,11 +297,15 @@ class Prediction:
     cost_source: str = "trace"
 
 
-def predict(ev: Evidence, layout: Layout) -> Prediction:
-    """The throughput ``layout`` should reach in steady state (see the module docstring)."""
+def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Prediction:
+    """The throughput ``layout`` should reach in steady state (see the module docstring).
+
+    ``filling``: while its caches fill instead (the first epoch, :mod:`.fill`): nothing is free,
+    and each cache writes every element that passes through it instead of reading it back.
+    """
     p = ev.pipeline
     rt = ev.runtime
-    free = free_in_steady_state(ev, layout)
+    free = set() if filling else free_in_steady_state(ev, layout)
     top = p[p.root]
     stage_work = {"consumer thread": rt.consumer_work(p.root in layout.prefetched or top.kind == "prefetch")}
     limits: dict[str, float] = {}
@@ -323,13 +334,15 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
             stage = f"prefetch thread above {op.label}"
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
-            charge(stage, rt.cache_read * V)
-            continue
+            charge(stage, rt.cache_write * V if filling else rt.cache_read * V)
+            if not filling:
+                continue
         if name in free:
             continue
         if op.kind == "cache":  # the user's own cache: a read per element in steady state
-            charge(stage, rt.cache_read * V)
-            continue
+            charge(stage, rt.cache_write * V if filling else rt.cache_read * V)
+            if not filling:
+                continue
         w = ev.cost.get(name, 0.0)
         child_stage = stage
         if op.kind == "prefetch":
@@ -358,7 +371,7 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
     if ev.disk and any(op.reads_files and op.name not in free and op.name not in layout.cached for op in p):
         limits[DISK] = ev.disk
     limits.update({k: v for k, v in ev.ceilings.items() if v is not None and math.isfinite(v)})
-    if (waiting := waiting_limit(ev, layout, free)) is not None:
+    if (waiting := waiting_limit(ev, layout, free, filling=filling)) is not None:
         limits[waiting[0]] = waiting[1]
     if not limits:
         return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
@@ -366,7 +379,8 @@ def predict(ev: Evidence, layout: Layout) -> Prediction:
     return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
 
 
-def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str]) -> tuple[str, float] | None:
+def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str], *,
+                  filling: bool = False) -> tuple[str, float] | None:
     """The resource LP at ``layout``'s own concurrency, where an operator waits or runs Python.
 
     Each operator gets the calls in flight the layout gives it (its threads; one for a sequential
@@ -374,7 +388,7 @@ def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str]) -> tuple[st
     :func:`predict` do not see. Named by what binds in it. None: nothing waits or holds the GIL.
     """
     p = ev.pipeline
-    free = set(free) | set(layout.cached)
+    free = set(free) if filling else set(free) | set(layout.cached)
     needs = [d for d in ev.demands if d.name not in free and d.name in p.operators]
     if not any(d.latency > 0 or d.gil for d in needs):
         return None
