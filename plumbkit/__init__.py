@@ -39,11 +39,11 @@ _API = {"trace": "engine", "Trace": "engine", "step": "engine", "walk": "engine"
         "optimize": "engine", "pick_best": "engine", "Plan": "engine", "Step": "engine",
         "Walk": "engine", "baselines": "engine", "Cancelled": "engine",
         "offload": "engine", "OffloadPlan": "engine", "ServiceCluster": "engine",
-        "PipelineError": "model.errors"}
+        "PipelineError": "model.errors", "on_disk": "tfdata.disk_tier"}
 
 __all__ = ["trace", "Trace", "PipelineError", "step", "walk", "optimize", "pick_best", "Plan",
            "Step", "Walk", "baselines", "Cancelled", "offload", "OffloadPlan", "ServiceCluster",
-           "__version__", "load_ipython_extension"]
+           "on_disk", "__version__", "load_ipython_extension"]
 
 
 def __getattr__(name: str):
