@@ -10,37 +10,362 @@ error or a full disk.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
+import threading
+import time
+import types
 from pathlib import Path
 from typing import Callable
 
 import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from ..model.disk_tier import (CacheEntry, DiskTierError, FillInProgressError, FillInterrupted,
-                               NotCacheableError, SpaceError, clear_caches, default_cache_dir,
-                               list_caches)
+                               FillLock, NotCacheableError, SpaceError, clear_caches, complete_path,
+                               default_cache_dir, list_caches, partial_path, publish, read_meta,
+                               remove_stale, remove_tree, resolve_cache_dir, tree_bytes)
+from ..model.units import human_bytes
+from .graph import pipeline_from_graph_def
+from .python_ops import PYTHON_OPS, callable_of, user_callables
+from .unrebuildable import serialize
 
 __all__ = ["on_disk", "fingerprint", "default_cache_dir", "list_caches", "clear_caches",
            "CacheEntry", "DiskTierError", "NotCacheableError", "SpaceError",
            "FillInProgressError", "FillInterrupted"]
 
 
+#: The form every cache is written in (see the module docstring for the measurement).
+FORM = "save"
+#: Shards a cache is written in, read back interleaved one element from each in turn.
+SHARDS = 2
+#: Free space the fill always leaves on the disk, budget or not (the user's other files need it).
+KEEP_FREE_BYTES = 256 * 2**20
+#: Bump when the on-disk layout changes: older caches then get new fingerprints and are refilled.
+_LAYOUT_VERSION = "1"
+
+
 def fingerprint(ds: tf.data.Dataset) -> str:
     """A hex digest of ``ds``'s graph (names that change per build stripped) and of every source
     file's name, size and mtime: a changed operator below or a touched file gives a new one, the
-    same pipeline rebuilt in a fresh process the same one."""
-    raise NotImplementedError
+    same pipeline rebuilt in a fresh process the same one.
+
+    What it cannot see: data a Python function (``py_function``, ``from_generator``) reads by
+    itself; the digest covers that function's code, not the files it opens.
+    """
+    graph_def = serialize(ds)
+    return _digest(graph_def, _files_read(graph_def), repr(ds.element_spec))
+
+
+def _digest(graph_def: graph_pb2.GraphDef, files: list[str], spec: str) -> str:
+    h = hashlib.sha256()
+    for part in (_LAYOUT_VERSION, FORM, str(SHARDS), spec):
+        h.update(part.encode() + b"\0")
+    h.update(canonical_graph(graph_def))
+    for path in files:
+        try:
+            st = os.stat(path)
+            h.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        except OSError:
+            h.update(f"{path}\0missing\0".encode())
+    return h.hexdigest()[:24]
+
+
+def _files_read(graph_def: graph_pb2.GraphDef) -> list[str]:
+    """The files the pipeline reads: those its operators name (graph constants, globs expanded)."""
+    pipeline = pipeline_from_graph_def(graph_def)
+    return sorted({os.path.abspath(f) for op in pipeline for f in op.files})
+
+
+def canonical_graph(graph_def: graph_pb2.GraphDef) -> bytes:
+    """``graph_def`` in a form that is the same for the same pipeline built again: the per-build
+    ``metadata`` attributes (``MapDataset:5``) dropped, functions renamed by the order in which
+    the graph first calls them (``__inference_..._32`` -> ``f0``), Python ops' tokens
+    (``pyfunc_3``) replaced by a digest of the Python code behind them."""
+    g = graph_pb2.GraphDef.FromString(graph_def.SerializeToString())
+    functions = {f.signature.name: f for f in g.library.function}
+    order: dict[str, str] = {}
+
+    def visit(node_defs) -> None:
+        for node in node_defs:
+            for value in node.attr.values():
+                for name in _func_names(value):
+                    if name in functions and name not in order:
+                        order[name] = f"f{len(order)}"
+                        visit(functions[name].node_def)
+
+    visit(g.node)
+    for node_defs in [g.node, *(f.node_def for f in functions.values())]:
+        for node in node_defs:
+            _canonical_node(node, order)
+    for fdef in functions.values():
+        fdef.signature.name = order.get(fdef.signature.name, "unused")
+        for key in [k for k in fdef.attr if k.startswith("_")]:
+            del fdef.attr[key]
+    kept = sorted((f for f in functions.values() if f.signature.name != "unused"),
+                  key=lambda f: int(f.signature.name[1:]))
+    del g.library.function[:]
+    g.library.function.extend(kept)
+    return g.SerializeToString(deterministic=True)
+
+
+def _func_names(value: attr_value_pb2.AttrValue) -> list[str]:
+    if value.HasField("func"):
+        return [value.func.name]
+    if value.HasField("list"):
+        return [f.name for f in value.list.func]
+    return []
+
+
+def _canonical_node(node, order: dict[str, str]) -> None:
+    for key in [k for k in node.attr if k == "metadata" or k.startswith("_")]:
+        del node.attr[key]
+    for value in node.attr.values():
+        if value.HasField("func"):
+            value.func.name = order.get(value.func.name, value.func.name)
+        elif value.HasField("list"):
+            for f in value.list.func:
+                f.name = order.get(f.name, f.name)
+    if node.op in PYTHON_OPS and "token" in node.attr:
+        node.attr["token"].s = _python_code_digest(node.attr["token"].s.decode()).encode()
+
+
+def _python_code_digest(token: str) -> str:
+    """A digest of the user's code behind a Python op (its token changes with every build)."""
+    fn = callable_of(token)
+    if fn is None:
+        return "python"
+    h = hashlib.sha256()
+    for f in user_callables(fn) or [fn]:
+        code = getattr(f, "__code__", None)
+        if code is not None:
+            h.update(f.__qualname__.encode())
+            _hash_code(h, code)
+    return h.hexdigest()[:16]
+
+
+def _hash_code(h, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _hash_code(h, const)
+        else:
+            h.update(repr(const).encode())
 
 
 def on_disk(ds: tf.data.Dataset, cache_dir: "str | Path | None" = None, *,
             budget_bytes: float | None = None,
             on_progress: Callable[[int, int], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> tf.data.Dataset:
+            should_stop: Callable[[], bool] | None = None,
+            free_space: Callable[[Path], int] | None = None) -> tf.data.Dataset:
     """``ds`` read back from a complete disk cache under ``cache_dir`` (same elements, same
     order, same element_spec), filled first when there is none with its fingerprint.
 
-    ``budget_bytes``: the most the fill may write (None: the free space on that disk).
-    ``on_progress(elements, bytes)``: called while filling. ``should_stop()``: True stops the
-    fill (raises :class:`FillInterrupted`, nothing left behind). Raises
-    :class:`NotCacheableError`, :class:`SpaceError`, :class:`FillInProgressError` with one line.
+    ``budget_bytes``: the most the fill may write (None: what the disk has, less
+    :data:`KEEP_FREE_BYTES`). ``on_progress(elements, bytes)``: called from this thread while
+    filling. ``should_stop()``: True stops the fill. ``free_space(directory)``: free bytes on
+    that disk (default ``shutil.disk_usage``; another for filesystems that report it
+    differently). Raises, in one line and with nothing left behind:
+    :class:`NotCacheableError` (infinite, or random below), :class:`SpaceError` (the budget or
+    the disk ran out), :class:`FillInProgressError` (another process fills it now),
+    :class:`FillInterrupted` (``should_stop``); Ctrl-C and the pipeline's own errors propagate
+    after the same cleanup.
     """
-    raise NotImplementedError
+    where = resolve_cache_dir(cache_dir)
+    graph_def = serialize(ds)
+    refuse_if_not_cacheable(ds, graph_def)
+    fp = _digest(graph_def, _files_read(graph_def), repr(ds.element_spec))
+    final = complete_path(where, fp, FORM)
+    if read_meta(final) is None:
+        _fill_guarded(ds, where, fp, _Limits.of(where, budget_bytes, free_space),
+                      on_progress, should_stop)
+    return _reader(final, ds.element_spec)
+
+
+def refuse_if_not_cacheable(ds: tf.data.Dataset, graph_def: graph_pb2.GraphDef) -> None:
+    """One line when ``ds`` cannot be written once and replayed: it never ends, or some
+    operator in it draws random numbers (the cache would freeze one draw for every epoch)."""
+    if int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY:
+        raise NotCacheableError("cannot cache on disk: the pipeline is infinite (a repeat() without "
+                                "a count); cache the pipeline before the repeat()")
+    random = [op.label for op in pipeline_from_graph_def(graph_def) if op.random]
+    if random:
+        raise NotCacheableError(f"cannot cache on disk: {random[-1]} draws random numbers every "
+                                f"epoch, and a cache would replay one draw; cache the pipeline below it")
+
+
+class _Limits:
+    """What the fill may write: the budget, and the disk's free space less what it leaves."""
+
+    def __init__(self, where: Path, budget: float | None, free_space: Callable[[Path], int]):
+        self.where, self.budget, self.free_space = where, budget, free_space
+
+    @classmethod
+    def of(cls, where: Path, budget: float | None, free_space: Callable[[Path], int] | None) -> "_Limits":
+        if budget is not None and budget <= 0:
+            raise SpaceError(f"the disk budget is {budget:g} bytes: give a positive one, or no "
+                             f"budget to leave the tier off")
+        where.mkdir(parents=True, exist_ok=True)
+        return cls(where, budget, free_space or (lambda d: shutil.disk_usage(d).free))
+
+    def refusal(self, need: float, written: float) -> str | None:
+        """Why writing ``need`` bytes in all (``written`` of them already on disk) is refused."""
+        if self.budget is not None and need > self.budget:
+            return (f"the disk cache needs more than its budget of {human_bytes(self.budget)} "
+                    f"({human_bytes(need)} at least); raise the disk budget or cache a smaller node")
+        free = self.free_space(self.where) - KEEP_FREE_BYTES
+        if need - written > free:
+            return (f"the disk at {self.where} has {human_bytes(max(free, 0))} free (past the "
+                    f"{human_bytes(KEEP_FREE_BYTES)} kept free) and the cache needs "
+                    f"{human_bytes(need - written)} more; free some space or choose another cache_dir")
+        return None
+
+
+def _fill_guarded(ds, where: Path, fp: str, limits: _Limits, on_progress, should_stop) -> None:
+    """Fill ``fp``'s cache under its lock, through a partial directory renamed when complete;
+    on any way out but success, nothing of it stays (no partial directory, no lock)."""
+    lock = FillLock(where, fp)
+    lock.acquire()
+    partial = partial_path(where, fp, FORM)
+    try:
+        if read_meta(complete_path(where, fp, FORM)) is not None:
+            return  # filled by another process while this one waited for the lock
+        remove_stale(where, fp)
+        estimate = static_bytes(ds)
+        if estimate is not None:
+            said = limits.refusal(estimate, 0)
+            if said:
+                raise SpaceError(f"refused before writing: {said}")
+        elements = _Filler(ds, partial, limits, on_progress, should_stop).run()
+        publish(partial, complete_path(where, fp, FORM),
+                {"fingerprint": fp, "form": FORM, "shards": SHARDS, "elements": elements,
+                 "bytes": tree_bytes(partial), "created": time.time(),
+                 "element_spec": repr(ds.element_spec)})
+    finally:
+        remove_tree(partial)  # gone after the rename; what a failed fill wrote otherwise
+        lock.release()
+
+
+def static_bytes(ds: tf.data.Dataset) -> float | None:
+    """The epoch's bytes when TensorFlow knows its length and every component's shape and type
+    (no strings, ragged or unknown dimensions); None otherwise."""
+    n = int(ds.cardinality())
+    if n < 0:
+        return None
+    per = 0
+    for spec in tf.nest.flatten(ds.element_spec):
+        shape, dtype = getattr(spec, "shape", None), getattr(spec, "dtype", None)
+        if not isinstance(spec, tf.TensorSpec) or not shape.is_fully_defined() or dtype == tf.string:
+            return None
+        per += shape.num_elements() * dtype.size
+    return float(n * per)
+
+
+class _Filler:
+    """``Dataset.save`` of the numbered elements, run in a worker thread while this thread
+    reports progress, polls ``should_stop`` and takes Ctrl-C. A check in the pipeline every
+    :func:`_every` elements stops the save (an error raised inside it) when asked, or when the
+    next stretch would pass the budget or the disk's free space."""
+
+    def __init__(self, ds, partial: Path, limits: _Limits, on_progress, should_stop):
+        self.ds, self.partial, self.limits = ds, partial, limits
+        self.on_progress, self.should_stop = on_progress, should_stop
+        self.stop: BaseException | None = None  # why the fill must stop (the check raises then)
+        self.seen = 0  # elements the pipeline has handed to the writer (at the last check)
+        self.every = _every(ds)
+        self.error: BaseException | None = None
+
+    def run(self) -> int:
+        worker = threading.Thread(target=self._save, name="plumbkit-disk-fill", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+                self._report()
+                if self.should_stop is not None and self.stop is None and self.should_stop():
+                    self.stop = FillInterrupted("filling the disk cache was cancelled; what it "
+                                                "had written was removed")
+        except BaseException as err:  # Ctrl-C: stop the save, wait for it, then go on
+            self.stop = self.stop or err
+            worker.join()
+            raise
+        if self.stop is not None:
+            raise self.stop
+        if self.error is not None:
+            if _disk_full(self.error):
+                raise SpaceError(f"the disk at {self.limits.where} is full; what the cache had "
+                                 f"written was removed") from None
+            raise self.error
+        self._report()
+        return self.seen
+
+    def _report(self) -> None:
+        if self.on_progress is not None:
+            self.on_progress(self.seen, tree_bytes(self.partial))
+
+    def _save(self) -> None:
+        every, shards = self.every, SHARDS
+
+        def checked(i, element):
+            i = tf.cond(tf.equal(i % every, 0),
+                        lambda: tf.py_function(self._check, [i], tf.int64), lambda: i)
+            return tf.reshape(i, []), element
+
+        try:
+            numbered = self.ds.enumerate().map(checked)
+            numbered.save(str(self.partial), compression=None, shard_func=lambda i, e: i % shards)
+            n = int(self.ds.cardinality())
+            self.seen = n if n >= 0 else self._count()
+        except BaseException as err:  # reported by run(), in the caller's thread
+            self.error = err
+
+    def _count(self) -> int:
+        return int(_reader(self.partial, self.ds.element_spec).reduce(
+            tf.constant(0, tf.int64), lambda n, _: n + 1))
+
+    def _check(self, i):
+        """In the pipeline, every ``every`` elements: stop the save (by raising) when asked to."""
+        self.seen = int(i)
+        if self.stop is None:
+            written = tree_bytes(self.partial)
+            per = written / max(self.seen - self.every, 1) if self.seen > self.every else 0.0
+            need = max(written, per * self.seen) + 2 * per * self.every
+            said = self.limits.refusal(need, written) if per else None
+            if said:
+                self.stop = SpaceError(f"stopped after {self.seen} elements: {said}; what it had "
+                                       f"written was removed")
+        if self.stop is not None:
+            raise _StopFill("plumbkit: the disk fill was stopped")
+        return i
+
+
+class _StopFill(Exception):
+    """Raised inside the pipeline to end ``Dataset.save``; the reason is kept by the filler."""
+
+
+def _every(ds: tf.data.Dataset) -> int:
+    """Elements between checks: about 4 MB of them (one check costs a Python call, ~0.1 ms),
+    at least 1, at most 256 (so a stop is seen within a short stretch however slow the source)."""
+    per = static_bytes(ds.take(1))
+    if not per:
+        return 16
+    return int(min(256, max(1, (4 * 2**20) // per)))
+
+
+def _disk_full(err: BaseException) -> bool:
+    text = str(err)
+    return "No space left" in text or "ENOSPC" in text or "Disk quota exceeded" in text
+
+
+def _reader(path: Path, element_spec) -> tf.data.Dataset:
+    """The cache at ``path`` as a Dataset: its shards interleaved one element at a time, in
+    order (element ``i`` lives in shard ``i % shards``), the numbering dropped."""
+    shards = SHARDS
+    numbered = tf.data.Dataset.load(
+        str(path), element_spec=(tf.TensorSpec([], tf.int64), element_spec),
+        reader_func=lambda datasets: datasets.interleave(
+            lambda d: d, cycle_length=shards, block_length=1, num_parallel_calls=shards,
+            deterministic=True))
+    return numbered.map(lambda i, element: element)
