@@ -25,6 +25,7 @@ from ..tunables import (
     HEDGE_THETA,
     MAX_CONCURRENCY,
     MAX_SOURCE_COPIES,
+    FILL_GAIN,
     PARALLEL_BATCH_GAIN,
     PREFETCH_LOSS,
     SPARE_CALLS,
@@ -48,6 +49,7 @@ from .predict import (
     parallelism_caps,
     predict,
 )
+from .fill import predict_fill
 
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
@@ -74,6 +76,9 @@ class Decisions:
     options: list[Option] = field(default_factory=list)  # offered, not applied (they change order)
     charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
     free: list[str] = field(default_factory=list)  # labels of operators that cost nothing in steady state
+    #: the chosen layout's first epoch, while its caches fill (:func:`.fill.predict_fill`); None:
+    #: no cache fills
+    fill_prediction: Prediction | None = None
 
 
 def default_memory_budget() -> float:
@@ -210,14 +215,19 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     else:
         allocation = best_allocation(ev, Layout(cached=cached), tunable=[s.name for s in tunable])
     resource_lp = solve(trace, cores=cores, skip=skip, bounds=bounds)  # latency and the GIL (plumbkit.planning.lp)
-    changes = _parallelism_changes(trace, tunable, allocation, resource_lp, cores=cores, root=root)
+    steady = (tunable, allocation, resource_lp, "")
+    changes = _parallelism_changes(trace, [steady], cores=cores, root=root)
     if cache_decision.node is not None:
         changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
+    changes = _with_fill_threads(trace, ev, changes, steady, [s for s in _tunable(trace, mine, set()) if s.name in skip],
+                                 cores=cores, root=root, bounds=bounds)
     prediction = predict(ev, layout_with(ev, changes))
     notes: list[str] = []
     if prefetch:
         changes, prediction, notes = _with_prefetch(trace, ev, changes, prediction, root)
     changes, prediction, kept = _batches_as_written(ev, changes, prediction)
+    layout = layout_with(ev, changes)
+    fill = predict_fill(ev, layout) if _fills_a_cache(ev, layout) else None
     labels = {o.name: o.label for o in trace.analysis.ops}
     options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
     return Decisions(
@@ -227,7 +237,7 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta_by_label={labels.get(k, k): v for k, v in allocation.theta.items() if k in mine},
         charged={k: v for k, v in allocation.theta.items() if k in PSEUDO or k == OVERHEAD},
         free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
-        options=priced_options(ev, changes, options, prediction),
+        options=priced_options(ev, changes, options, prediction), fill_prediction=fill,
         notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes + kept)
 
 
@@ -243,16 +253,22 @@ def _tunable(trace: Traced, mine: set[str], skip: set[str]) -> list[OpStats]:
             and p[s.name].parallelizable and s.rate_per_core is not None and math.isfinite(s.rate_per_core)]
 
 
-def _parallelism_changes(trace: Traced, tunable: list[OpStats], allocation: LPSolution,
-                         resource_lp: LPSolution, *, cores: float, root: str) -> list[Change]:
+def _parallelism_changes(trace: Traced, groups: list[tuple[list[OpStats], LPSolution, LPSolution, str]], *,
+                         cores: float, root: str) -> list[Change]:
     """Threads for each tunable operator (the allocation's cores; a waiting operator the calls
-    in flight the resource LP says it needs), and the thread pool the waiting calls need."""
+    in flight the resource LP says it needs), and the thread pool the waiting calls need.
+
+    ``groups``: (operators, CPU allocation, resource LP, why's prefix) — the operators that run
+    in steady state with the LPs under the cache; then, where a cache fills, those below it with
+    the LP of the first epoch (nothing free), whose calls in flight the pool holds too.
+    """
     p = trace.pipeline
     changes: list[Change] = []
     calls_in_flight = 0
-    for stats in tunable:
+    for stats, allocation, resource_lp, prefix in ((s, *rest) for group, *rest in groups for s in group):
         op = p[stats.name]
         target, why = _threads_and_why(stats, allocation, resource_lp, cores)
+        why = prefix + why
         if op.max_parallelism is not None and target > op.max_parallelism:
             target = op.max_parallelism  # TensorFlow refuses an interleave above its cycle length
             why += f" (capped at its cycle length {target})"
@@ -282,6 +298,33 @@ def _threads_and_why(stats: OpStats, allocation: LPSolution, resource_lp: LPSolu
         return HEDGE_PARALLELISM, (f"LP gives it {theta:.2f} of {cores:g} cores; it runs Python, so more "
                                    f"threads share one core (the GIL)")
     return _threads_for(theta, cores), f"LP gives it {theta:.2f} of {cores:g} cores"
+
+
+def _with_fill_threads(trace: Traced, ev: Evidence, changes: list[Change], steady: tuple, filling: list[OpStats],
+                       *, cores: float, root: str, bounds: dict[str, float] | None) -> list[Change]:
+    """``changes`` with threads for the operators below a cache (``filling``) where the first
+    epoch is predicted clearly faster with them (:data:`FILL_GAIN`).
+
+    Below a cache an operator is free in steady state, but the first epoch runs it: left as
+    written, an 8 ms fetch under a cache of the whole epoch fills it one call at a time (method.md,
+    "The filling epoch counts"). Its threads come from the resource LP of the first epoch (nothing
+    free, every operator charged); its parallel form keeps the order (deterministic), so what the
+    pipeline yields does not change.
+    """
+    if not filling or not _fills_a_cache(ev, layout_with(ev, changes)):
+        return changes
+    fill_lp = solve(trace, cores=cores, bounds=bounds)
+    why = "below the cache, it runs only while the cache fills (the first epoch): "
+    threads = _parallelism_changes(trace, [steady, (filling, fill_lp, fill_lp, why)], cores=cores, root=root)
+    more = threads + [c for c in changes if c.what not in ("parallelism", "threadpool")]
+    if predict_fill(ev, layout_with(ev, more)).throughput >= FILL_GAIN * predict_fill(ev, layout_with(ev, changes)).throughput:
+        return more
+    return changes
+
+
+def _fills_a_cache(ev: Evidence, layout: Layout) -> bool:
+    """A cache of ``layout`` fills in the first epoch (plumbkit's, or one of the user's)."""
+    return bool(layout.cached) or any(op.kind == "cache" for op in ev.pipeline)
 
 
 def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], prediction: Prediction,
