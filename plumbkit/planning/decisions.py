@@ -49,7 +49,7 @@ from .predict import (
     parallelism_caps,
     predict,
 )
-from .fill import predict_fill
+from .fill import fills_a_cache, predict_fill
 
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
@@ -219,15 +219,15 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     changes = _parallelism_changes(trace, [steady], cores=cores, root=root)
     if cache_decision.node is not None:
         changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
-    changes = _with_fill_threads(trace, ev, changes, steady, [s for s in _tunable(trace, mine, set()) if s.name in skip],
-                                 cores=cores, root=root, bounds=bounds)
+    below = [s for s in _tunable(trace, mine, set()) if s.name in skip]  # they run while the cache fills
+    changes = _with_fill_threads(trace, ev, changes, steady, below, cores=cores, root=root, bounds=bounds)
     prediction = predict(ev, layout_with(ev, changes))
     notes: list[str] = []
     if prefetch:
         changes, prediction, notes = _with_prefetch(trace, ev, changes, prediction, root)
     changes, prediction, kept = _batches_as_written(ev, changes, prediction)
     layout = layout_with(ev, changes)
-    fill = predict_fill(ev, layout) if _fills_a_cache(ev, layout) else None
+    fill = predict_fill(ev, layout) if fills_a_cache(ev, layout) else None
     labels = {o.name: o.label for o in trace.analysis.ops}
     options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
     return Decisions(
@@ -303,28 +303,27 @@ def _threads_and_why(stats: OpStats, allocation: LPSolution, resource_lp: LPSolu
 def _with_fill_threads(trace: Traced, ev: Evidence, changes: list[Change], steady: tuple, filling: list[OpStats],
                        *, cores: float, root: str, bounds: dict[str, float] | None) -> list[Change]:
     """``changes`` with threads for the operators below a cache (``filling``) where the first
-    epoch is predicted clearly faster with them (:data:`FILL_GAIN`).
+    epoch's resource LP (nothing free, every operator charged, every core) fills the cache
+    clearly faster with them than as written (:data:`FILL_GAIN`).
 
     Below a cache an operator is free in steady state, but the first epoch runs it: left as
     written, an 8 ms fetch under a cache of the whole epoch fills it one call at a time (method.md,
-    "The filling epoch counts"). Its threads come from the resource LP of the first epoch (nothing
-    free, every operator charged); its parallel form keeps the order (deterministic), so what the
-    pipeline yields does not change.
+    "The filling epoch counts"). A waiting one gets the calls in flight the LP says it needs, a
+    computing one its cores; its parallel form keeps the order (deterministic), so what the
+    pipeline yields does not change. Judged on every core, as threads are set (the prediction
+    counts the cores neighbours leave free; the threads do not depend on them).
     """
-    if not filling or not _fills_a_cache(ev, layout_with(ev, changes)):
+    if not filling or not fills_a_cache(ev, layout_with(ev, changes)):
         return changes
+    p = trace.pipeline
     fill_lp = solve(trace, cores=cores, bounds=bounds)
+    as_written = {s.name: float(p[s.name].parallelism if (p[s.name].parallelism or 0) > 0 else cores)
+                  for s in filling}
+    if fill_lp.throughput < FILL_GAIN * solve(trace, cores=cores, bounds=bounds, max_threads=as_written).throughput:
+        return changes
     why = "below the cache, it runs only while the cache fills (the first epoch): "
     threads = _parallelism_changes(trace, [steady, (filling, fill_lp, fill_lp, why)], cores=cores, root=root)
-    more = threads + [c for c in changes if c.what not in ("parallelism", "threadpool")]
-    if predict_fill(ev, layout_with(ev, more)).throughput >= FILL_GAIN * predict_fill(ev, layout_with(ev, changes)).throughput:
-        return more
-    return changes
-
-
-def _fills_a_cache(ev: Evidence, layout: Layout) -> bool:
-    """A cache of ``layout`` fills in the first epoch (plumbkit's, or one of the user's)."""
-    return bool(layout.cached) or any(op.kind == "cache" for op in ev.pipeline)
+    return threads + [c for c in changes if c.what not in ("parallelism", "threadpool")]
 
 
 def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], prediction: Prediction,

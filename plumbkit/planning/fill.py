@@ -10,6 +10,7 @@ the threads the layout gives it, and every element is also written into the cach
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .predict import Evidence, Layout, Prediction, predict
 
@@ -18,23 +19,26 @@ WRITE_LIMIT = "cache tier write bandwidth"
 
 
 def predict_fill(ev: Evidence, layout: Layout, *, write_limit: float | None = None) -> Prediction:
-    """The first epoch's throughput while every cache of ``layout`` fills: operators below each
+    """The first epoch's throughput while every cache of `layout` fills: operators below each
     cache are charged (with the threads the layout gives them), and so is writing the cache;
-    ``write_limit`` (minibatches/s a disk tier can absorb) binds too. Same Prediction type as
+    `write_limit` (minibatches/s a disk tier can absorb) binds too. Same Prediction type as
     predict(): throughput, binding, limits, cpu_per_batch."""
     fill = predict(ev, layout, filling=True)
-    if write_limit is None or not math.isfinite(write_limit) or write_limit >= fill.throughput:
-        if write_limit is not None and math.isfinite(write_limit):
-            return Prediction(fill.throughput, fill.binding, {**fill.limits, WRITE_LIMIT: write_limit},
-                              fill.cpu_per_batch, fill.free, fill.cost_source)
+    if write_limit is None or not math.isfinite(write_limit):
         return fill
-    return Prediction(write_limit, WRITE_LIMIT, {**fill.limits, WRITE_LIMIT: write_limit},
-                      fill.cpu_per_batch, fill.free, fill.cost_source)
+    limits = {**fill.limits, WRITE_LIMIT: write_limit}
+    binding = min(limits, key=limits.get)
+    return replace(fill, throughput=limits[binding], binding=binding, limits=limits)
+
+
+def fills_a_cache(ev: Evidence, layout: Layout) -> bool:
+    """A cache of ``layout`` fills in the first epoch (plumbkit's, or one of the user's)."""
+    return bool(layout.cached) or any(op.kind == "cache" for op in ev.pipeline)
 
 
 def fill_seconds(fill: Prediction, epoch_batches: float) -> float:
     """Seconds the first epoch takes at ``fill``'s throughput (``epoch_batches`` minibatches);
-    inf when nothing bounds the throughput from below."""
+    inf when it is predicted to yield nothing."""
     if fill.throughput <= 0:
         return math.inf
     return epoch_batches / fill.throughput
