@@ -301,6 +301,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
         if change.what == "parallelism":
             parallelism.setdefault(id(call), (site, []))[1].append(change.value)
         elif change.what in ("cache", "prefetch"):
+            site = _tier_around(site, up, lines, starts)  # after a disk tier: after its on_disk(...)
+            call = site.call
             if builds_several(site, tree, up):
                 what = "cache()" if change.what == "cache" else f"prefetch({_value_text(change.value, alias)})"
                 edits.append(_comment_above(
@@ -330,6 +332,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
                 continue
             # Insertions at one spot keep plan order, so a cache comes before its prefetch.
             edits.append((site.end, site.end, text))
+        elif change.what == "disk_tier":
+            edits.extend(_disk_tier_edits(site, change, tree, up, lines, starts))
         elif change.what == "threadpool":
             edits.extend(_threadpool_edits(tree, masked, site, parents, int(change.value), alias))
         else:
@@ -347,6 +351,41 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
         raise CodegenError(f"plumbkit could not write this plan into the cell (the result would "
                            f"not be valid Python: {err.msg}, line {err.lineno})") from err
     return restore_magics(source, masked, out)
+
+
+def _tier_around(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list[int]) -> _Site:
+    """The ``plumbkit.on_disk(...)`` call wrapping ``site`` (what follows the operator now follows
+    the tier), or ``site`` itself."""
+    parent = up.get(id(site.call))
+    if not (isinstance(parent, ast.Call) and _callee_name(parent.func) == "on_disk"):
+        return site
+    return _Site(call=parent, start=_abs(lines, starts, parent.lineno, parent.col_offset),
+                 end=_abs(lines, starts, parent.end_lineno, parent.end_col_offset),
+                 receiver_end=_abs(lines, starts, parent.func.end_lineno, parent.func.end_col_offset))
+
+
+def _disk_tier_edits(site: _Site, change: Change, tree: ast.Module, up: dict[int, ast.AST],
+                     lines: list[str], starts: list[int]) -> list[tuple[int, int, str]]:
+    """Wrap the dataset built up to ``site`` in ``plumbkit.on_disk(..., cache_dir="<path>")``: the
+    tier's directory stays a parameter the user sees and can change (and ``import plumbkit``
+    above the cell's first statement when the cell has none). Already wrapped: nothing."""
+    parent = up.get(id(site.call))
+    if isinstance(parent, ast.Call) and _callee_name(parent.func) == "on_disk":
+        return []
+    if builds_several(site, tree, up):
+        return [_comment_above(site, up, lines, starts,
+                               f"the plan reads {change.where} back from a disk tier, but this "
+                               f".{site.call.func.attr}(...) builds several operators; wrap the last of "
+                               f"them by hand: plumbkit.on_disk(<dataset>, cache_dir={str(change.value)!r})")]
+    edits = [(site.start, site.start, "plumbkit.on_disk("),
+             (site.end, site.end, f", cache_dir={str(change.value)!r})")]
+    imported = any(isinstance(n, ast.Import) and any(a.name == "plumbkit" and not a.asname for a in n.names)
+                   for n in ast.walk(tree))
+    if not imported and tree.body:
+        first = tree.body[0]
+        at = _abs(lines, starts, first.lineno, 0)
+        edits.insert(0, (at, at, "import plumbkit\n"))
+    return edits
 
 
 def _parallelism_edit(site: _Site, value, alias: str, lines: list[str], starts: list[int]) -> tuple[int, int, str]:

@@ -11,7 +11,9 @@ from typing import Any
 
 #: The kinds of change a plan may hold, in the order they are applied to a graph
 #: ("threadpool": the size of tf.data's private thread pool, an option of the whole pipeline).
-CHANGE_KINDS = ("remove", "sequential", "parallelism", "cache", "prefetch", "threadpool")
+#: "disk_tier": the operator's output materialized once in a directory (``value``) and read back
+#: every epoch, through ``plumbkit.on_disk`` (fingerprinted, filled under a guard).
+CHANGE_KINDS = ("remove", "sequential", "parallelism", "cache", "disk_tier", "prefetch", "threadpool")
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class Change:
     def __str__(self) -> str:
         verb = {"parallelism": f"set parallelism to {self.value}",
                 "cache": "cache in memory after it" if not self.value else f"cache to {self.value} after it",
+                "disk_tier": f"cache on disk in {self.value} after it (plumbkit.on_disk)",
                 "prefetch": f"prefetch {self.value} after it",
                 "remove": f"remove the user's {self.value}",
                 "sequential": "run it in its plain, sequential form",
@@ -44,6 +47,8 @@ class CacheDecision:
     bytes: float | None  # predicted size of the cache
     budget: float
     why: str
+    tier: str = "memory"  # "memory", or "disk": a file cache in ``directory`` (issue 26)
+    directory: str | None = None  # the disk tier's directory
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from ..model.plan import CHANGE_KINDS, Change
-from . import graph_edits, live_state, memory_guard
+from . import disk_splice, graph_edits, live_state, memory_guard
 
 
 def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
@@ -22,10 +22,14 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
     :mod:`plumbkit.tfdata.live_state`); ``allow_external_state=False`` refuses them instead.
     ``cache_limit`` (bytes) guards every memory cache inserted: its fill fails with a message
     naming it once more than that has entered it (see :mod:`plumbkit.tfdata.memory_guard`).
+    A disk tier (``disk_tier``: the directory) is filled here when it is not complete yet
+    (:mod:`plumbkit.tfdata.disk_splice`), with the plan's thread pool.
     """
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=allow_external_state)
     cached: dict[str, str] = {}  # operator -> the cache inserted above it
     pool = tf.data.Options()
+    captures, keep = live_state.state_of(ds)
+    fill_pool = _pool_of(changes)
     order = {kind: i for i, kind in enumerate(CHANGE_KINDS)}
     for change in sorted(changes, key=lambda c: order.get(c.what, len(order))):
         if change.what == "remove":
@@ -39,6 +43,10 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
                                                                       filename=change.value or "")
             if cache_limit is not None and not change.value:
                 graph_def = memory_guard.insert_guard(graph_def, cached[change.node], cache_limit, change.where)
+        elif change.what == "disk_tier":
+            graph_def, cached[change.node] = disk_splice.tier_at(graph_def, change.node, str(change.value),
+                                                                 captures=captures, keepalive=keep,
+                                                                 options=fill_pool)
         elif change.what == "prefetch":
             # A prefetch belongs above a cache placed at the same operator, not under it.
             after = cached.get(change.node, change.node)
@@ -47,8 +55,17 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
             pool.threading.private_threadpool_size = int(change.value)
         else:
             raise ValueError(f"unknown change {change.what!r}")
-    captures, keep = live_state.state_of(ds)
     new = graph_edits.dataset_from_graph_def(graph_def, ds.element_spec, captures=captures, keepalive=keep)
     if pool.threading.private_threadpool_size:
         options = pool if options is None else options.merge(pool)
     return new.with_options(options) if options is not None else new
+
+
+def _pool_of(changes: Sequence[Change]) -> tf.data.Options | None:
+    """The plan's thread pool as options (None: it keeps tf.data's)."""
+    sizes = [int(c.value) for c in changes if c.what == "threadpool"]
+    if not sizes:
+        return None
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = max(sizes)
+    return options

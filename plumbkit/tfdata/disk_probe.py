@@ -1,0 +1,122 @@
+"""Before the fact: what a cache directory writes and reads for elements of one size (issue 26).
+
+A disk tier pays off only where reading an element back is cheaper than recomputing it, and that
+depends on the directory (a VM's virtual disk read ~130 MB/s here, a local NVMe several GB/s):
+the plan measures, never assumes. The probe writes a few MB of incompressible elements of the
+candidate's size in the tier's own form (:mod:`.disk_tier`'s ``Dataset.save`` shards, synced), drops it from the page cache (``posix_fadvise``, as the bench does) and reads it
+back through the tier's reader, timing the wall clock and the process CPU; the fixed costs
+(tracing, opening) are measured apart on a one-element tier and left out. It then removes what
+it wrote. Cost on the dev VM: ~17 MB written and read, 0.4-1.5 s at load 6-12 on 2 cores. One probe per directory and element size (to a factor of two) per
+session. TensorFlow edge.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from ..model.disk_measurement import DiskMeasurement
+from .disk import evict_from_page_cache
+from . import disk_tier
+
+#: Bytes one probe writes. 8 MB: long enough that opening the tier is a small share of the read
+#: (the first element's read is subtracted besides), short enough to cost ~0.1-0.3 s on this VM.
+PROBE_BYTES = 8 * 1024 * 1024
+#: Elements one probe writes at most and at least (tiny elements: per-element costs dominate).
+MAX_ELEMENTS, MIN_ELEMENTS = 4096, 8
+#: Bytes a minibatch of the timed read holds (Python's next() per minibatch is then ~1 us per
+#: element or less); the first minibatch is not timed.
+READ_BATCH_BYTES = 256 * 1024
+#: A duration below this is not measured (the bandwidth is then at least what it says).
+MIN_SECONDS = 1e-3
+
+_measured: dict[tuple[str, int], DiskMeasurement] = {}
+
+
+def probe_directory(directory: "str | Path", element_bytes: float, *, fresh: bool = False) -> DiskMeasurement:
+    """The write and read bandwidth of ``directory`` for elements of ``element_bytes``, the CPU per
+    element of reading them back, and its free space (measured once per session per directory and
+    size to a factor of two; ``fresh`` measures again). Creates ``directory`` if needed."""
+    directory = Path(directory).expanduser()
+    directory.mkdir(parents=True, exist_ok=True)
+    size = max(1, int(element_bytes))
+    key = (str(directory.resolve()), int(round(math.log2(size))))
+    if not fresh and key in _measured:
+        return _measured[key]
+    measured = _probe(directory, size)
+    _measured[key] = measured
+    return measured
+
+
+def _probe(directory: Path, size: int) -> DiskMeasurement:
+    """Write a one-element tier (the save's fixed costs: tracing, threads, metadata) and an
+    ``n``-element one (the difference is what ``n - 1`` elements cost to write and sync), then
+    read the large one back, evicted, timing all but its first minibatch (opening the tier)."""
+    n = max(MIN_ELEMENTS, min(MAX_ELEMENTS, PROBE_BYTES // size))
+    data = np.random.default_rng(0).integers(0, 256, size=(n, size), dtype=np.uint8)  # incompressible
+    started = time.perf_counter()
+    scratch = Path(tempfile.mkdtemp(prefix=".plumbkit-probe-", dir=directory))
+    try:
+        _write(data[:1], scratch / "warm")  # a first fill in the process traces its functions
+        one_bytes, one_write, _ = _write(data[:1], scratch / "one")
+        many_bytes, many_write, reader = _write(data, scratch / "many")
+        evicted = evict_from_page_cache(_files(scratch / "many")) > 0
+        read, read_cpu, elements = _timed_read(reader, batch=max(1, min(n // 8, READ_BATCH_BYTES // size)))
+        free = float(shutil.disk_usage(directory).free)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    per_element = many_bytes / n
+    return DiskMeasurement(
+        directory=str(directory), element_bytes=float(size),
+        write_bandwidth=(many_bytes - one_bytes) / max(many_write - one_write, MIN_SECONDS),
+        read_bandwidth=per_element * elements / max(read, MIN_SECONDS),
+        read_cpu_per_element=read_cpu / max(elements, 1),
+        free_bytes=free, probe_bytes=one_bytes + many_bytes, probe_seconds=time.perf_counter() - started,
+        evicted=evicted)
+
+
+def _write(data: np.ndarray, path: Path) -> tuple[float, float, tf.data.Dataset]:
+    """Bytes written and wall seconds to write ``data`` at ``path`` in the tier's form and sync
+    it, and the tier's reader of it. Written as :func:`.disk_tier.on_disk` writes (numbered
+    elements, :data:`.disk_tier.SHARDS` shards, no compression) without its guard, whose
+    polling every 0.1 s would hide a probe-sized write; read back by the tier's own reader."""
+    ds = tf.data.Dataset.from_tensor_slices(data)
+    t0 = time.perf_counter()
+    ds.enumerate().save(str(path), compression=None, shard_func=lambda i, _: i % disk_tier.SHARDS)
+    files = _files(path)
+    _sync(files)
+    seconds = time.perf_counter() - t0
+    return float(sum(os.path.getsize(f) for f in files)), seconds, disk_tier._reader(path, ds.element_spec)  # noqa: SLF001
+
+
+def _sync(files: list[str]) -> None:
+    """fsync every file: a fill is not written until it is on the disk (the tier's guard syncs too)."""
+    for name in files:
+        fd = os.open(name, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _timed_read(reader: tf.data.Dataset, *, batch: int) -> tuple[float, float, int]:
+    """Wall and process CPU seconds to read a tier back, and the elements timed: all but the
+    first minibatch of ``batch``, whose read opens the tier."""
+    it = iter(reader.batch(batch))
+    next(it)
+    elements = 0
+    w0, c0 = time.perf_counter(), time.process_time()
+    for minibatch in it:
+        elements += int(minibatch.shape[0])
+    return time.perf_counter() - w0, time.process_time() - c0, elements
+
+
+def _files(path: Path) -> list[str]:
+    return [str(p) for p in path.rglob("*") if p.is_file()]
