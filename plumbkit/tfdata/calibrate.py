@@ -585,7 +585,11 @@ def _calibrate_source(graph_def, op: Operator, options, hint: Hint) -> OperatorC
         while len(runs) < MAX_ROUNDS and not _settled(runs):
             runs.append(driver.run(nexts))
     cpu, wall, n = _medians(runs)
-    latency = statistics.median(r.waiting for r in runs) / n
+    # The runs' total over their elements, not a median of runs: a source's wait can come once an
+    # epoch (the tf.data guide's generator sleeps 30 ms to open, then 15 ms an element, 3 an
+    # epoch), and runs of 2 elements each see one phase of it: 2 runs in 3 held the opening, so
+    # their median read 30 ms an element (32.6 on a busy machine) where the source waits 25.
+    latency = sum(r.waiting for r in runs) / sum(r.elements for r in runs)
     in_python = _share(python[0], sum(r.cpu for r in runs)) if op.holds_gil else None
     return OperatorCost(op.name, op.label, cpu, wall_per_element=wall, latency_per_element=latency,
                         probe_cpu_per_element=cpu, python_share=in_python, elements=n, runs=len(runs),
