@@ -125,6 +125,23 @@ def test_candidate_cuts_skip_prefetch_and_keep_the_useful_ones():
     assert [c.name for c in two] == ["b", "d"]
 
 
+TWO_STAGE = _pipeline(("m2", "map", "map(lambda)#2"), ("b", "batch", "batch(32)"), ("m", "map", "map(lambda)"),
+                      ("rp", "repeat", "repeat(-1)"), ("r", "range", "range"))
+
+
+def test_the_half_split_is_stable_on_a_near_tie():
+    """bench.offload.two_stage: the per-element map's share sits near one half and the batch adds
+    ~0.001. Whichever side of half the measured shares fall, the cut is after the batch (the same
+    work remote, minibatches sent instead of elements); a cut clearly closer to half still wins."""
+    def second(per_element: float) -> str:
+        shares = {"m2": 0.995 - per_element, "b": 0.001, "m": per_element, "rp": 0.002, "r": 0.002}
+        return offload.candidate_cuts(TWO_STAGE, {}, cpu_share=shares, limit=2)[1].label
+    for per_element in (0.44, 0.49, 0.4985, 0.4995, 0.51, 0.54):
+        assert second(per_element) == "batch(32)", per_element  # nearest to half alone: map(lambda) above 0.4955
+    clearly = {"m2": 0.30, "b": 0.25, "m": 0.41, "rp": 0.02, "r": 0.02}  # batch 0.70 remote, map 0.45
+    assert offload.candidate_cuts(TWO_STAGE, {}, cpu_share=clearly, limit=2)[1].label == "map(lambda)"
+
+
 def test_python_functions_stay_on_the_client():
     python = {"f": "EagerPyFunc"}
     bad = offload.invalid_cuts(PIPE, python)

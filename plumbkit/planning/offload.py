@@ -285,10 +285,10 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     """Where ``distribute()`` may go, at most ``limit``, root side first.
 
     Kept, in this order of priority: everything remote (the highest valid cut); the cut that
-    moves closest to half the CPU to the workers (both sides busy); the highest cut below a
-    batch (workers send single elements); cuts just below operators that grow the data (float
-    conversion, padding: less network volume); the lowest cut that still holds the most
-    expensive operator. Never at a prefetch (cut at what it buffers), never holding
+    moves closest to half the CPU to the workers (both sides busy; near-ties: :func:`half_split`);
+    the highest cut below a batch (workers send single elements); cuts just below operators that
+    grow the data (float conversion, padding: less network volume); the lowest cut that still
+    holds the most expensive operator. Never at a prefetch (cut at what it buffers), never holding
     Python, never offloading less than 5% of the CPU.
     """
     bad = invalid_cuts(pipeline, python_nodes)
@@ -302,8 +302,8 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     if not valid:
         return []
     picked: list[Operator] = [valid[0]]
-    if share:  # the split that keeps both sides busy: half the CPU remote (ties: fewer elements moved)
-        picked.append(min(valid, key=lambda op: abs(remote_share(pipeline, op, share) - 0.5)))
+    if share:
+        picked.append(half_split(pipeline, valid, share))
     batches = [i for i, op in enumerate(ops) if op.kind in ("batch", "padded_batch", "map_and_batch")]
     if batches:
         below = [op for op in valid if ops.index(op) > batches[-1]]
@@ -320,6 +320,21 @@ def candidate_cuts(pipeline: Pipeline, python_nodes: Mapping[str, str], *,
     picked += valid
     names = list(dict.fromkeys(op.name for op in picked))[:limit]
     return [op for op in ops if op.name in names]
+
+
+def half_split(pipeline: Pipeline, valid: Sequence[Operator], cpu_share: Mapping[str, float]) -> Operator:
+    """The cut that keeps both sides busy: the one moving closest to half the CPU to the workers.
+
+    Cuts whose distances to half differ by less than MIN_REMOTE_SHARE are a tie (a share that
+    small is measured noise, and a cut moving it alone offloads nothing), won by the cut nearest
+    the root (``valid`` is root first): it moves the elements after more of the pipeline ran,
+    e.g. a batch's minibatches instead of their elements. Without the rule, ``map`` and the
+    ``batch(32)`` above it, apart by the batch's ~0.001 share, swapped places as the measured
+    shares moved around one half.
+    """
+    distance = {op.name: abs(remote_share(pipeline, op, cpu_share) - 0.5) for op in valid}
+    best = min(distance.values())
+    return next(op for op in valid if distance[op.name] - best < MIN_REMOTE_SHARE)
 
 
 def remote_share(pipeline: Pipeline, op: Operator, cpu_share: Mapping[str, float]) -> float:
@@ -347,5 +362,5 @@ def sequential_caps(costs: Mapping[str, float], sequential: Iterable[str]) -> tu
 
 
 __all__ = ["CutCosts", "Decision", "Point", "SPEEDUP_THRESHOLD", "Setting", "candidate_cuts", "chain",
-           "curve", "decide", "exchange_rate", "invalid_cuts", "plateau", "predict", "predict_local", "remote_share",
-           "sequential_caps", "terms", "unhelpful_cuts", "workers_needed"]
+           "curve", "decide", "exchange_rate", "half_split", "invalid_cuts", "plateau", "predict", "predict_local",
+           "remote_share", "sequential_caps", "terms", "unhelpful_cuts", "workers_needed"]
