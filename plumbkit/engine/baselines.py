@@ -8,6 +8,9 @@
   with the CPU budget set to the cores.
 - ``autotune_with``: AUTOTUNE plus the same cache and prefetch as a plumbkit plan: the fair rival
   of plumbkit's cache.
+- ``autotune_with_disk``: AUTOTUNE plus the same disk tier and prefetch as a plumbkit plan, built
+  and filled the same way: the operators at and below the tier keep the plan's form (they run only
+  while it fills), so the tier's fingerprint is the plan's and both read the one tier it filled.
 
 tf.data's legacy ``parallel_interleave`` (``LegacyParallelInterleaveDatasetV2``, still in
 public pipelines such as tensorflow/tpu's ResNet input) is not parallelizable by a rewrite
@@ -81,7 +84,23 @@ def autotune_with(ds: "tf.data.Dataset", plan_changes: Sequence[Change],
     """AUTOTUNE with the same caches and final prefetch as ``plan_changes`` (a plumbkit plan's)."""
     p = pipeline_of(ds)
     changes = [c for c in autotune_changes(p) if c.what != "prefetch"]
-    changes += [c for c in plan_changes if c.what == "cache"]
+    changes += [c for c in plan_changes if c.what == "cache"]  # the memory caches (a disk tier: autotune_with_disk)
+    prefetch = [c for c in plan_changes if c.what == "prefetch"]
+    top = _top(p)
+    changes += prefetch or [Change("prefetch", p[top].label, top, AUTOTUNE, "baseline")]
+    return apply_changes(ds, changes, autotune_options(cores))
+
+
+def autotune_with_disk(ds: "tf.data.Dataset", plan_changes: Sequence[Change],
+                       cores: int | None = None) -> "tf.data.Dataset":
+    """AUTOTUNE above the disk tier of ``plan_changes`` (a plumbkit plan's), the plan's own form at
+    and below it (the same fill, the same fingerprint: the same tier read back), its final prefetch."""
+    p = pipeline_of(ds)
+    tiers = [c for c in plan_changes if c.what == "disk_tier"]
+    below = {n for c in tiers for n in {c.node} | {o.name for o in p.descendants(c.node)}}
+    changes = [c for c in autotune_changes(p) if c.what != "prefetch" and c.node not in below]
+    changes += [c for c in plan_changes if c.node in below and c.what in ("parallelism", "sequential", "remove")]
+    changes += tiers + [c for c in plan_changes if c.what == "threadpool"]
     prefetch = [c for c in plan_changes if c.what == "prefetch"]
     top = _top(p)
     changes += prefetch or [Change("prefetch", p[top].label, top, AUTOTUNE, "baseline")]

@@ -353,6 +353,24 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     return restore_magics(source, masked, out)
 
 
+def _option_comment(option: Option, tree: ast.Module, masked: str, lines: list[str],
+                    starts: list[int]) -> list[tuple[int, int, str]]:
+    """An option that is not a rewrite of one call (a disk tier offered, a shuffle moved above a
+    cache) as a ``# plumbkit option:`` comment above the statement building the operator it
+    concerns: its title, predicted gain and what it changes, in its own words."""
+    text = (f"option: {option.title} (not applied), predicted {option.predicted_throughput:,.1f} minibatches/s "
+            f"({option.gain:.1f}x the plan's {option.plan_throughput:,.1f}); {option.note}")
+    at, indent = 0, ""
+    for change in option.changes:
+        try:
+            at, indent = _above(find_site(tree, masked, change.where), _parents(tree), lines, starts)
+            break
+        except CodegenError:
+            continue
+    said = textwrap.wrap(text, 88)
+    return [(at, at, f"{indent}# plumbkit {said[0]}\n" + "".join(f"{indent}#   {t}\n" for t in said[1:]))]
+
+
 def _tier_around(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list[int]) -> _Site:
     """The ``plumbkit.on_disk(...)`` call wrapping ``site`` (what follows the operator now follows
     the tier), or ``site`` itself."""
@@ -424,6 +442,9 @@ def note_options(source: str, options: Sequence[Option]) -> str:
     lines, starts = masked.splitlines(keepends=True), _offsets(masked)
     edits: list[tuple[int, int, str]] = []
     for option in options:
+        if not any(c.what == "interleave_sources" for c in option.changes):
+            edits.extend(_option_comment(option, tree, masked, lines, starts))
+            continue
         for change in option.changes:
             if change.what != "interleave_sources":
                 continue
