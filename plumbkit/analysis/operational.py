@@ -108,6 +108,7 @@ class Analysis:
     consumer_cpu_per_batch: float | None = None  # the Python consumer's own next(), holds the GIL
     threadpool: int = 0  # tf.data's thread pool for parallel calls (0: one thread per core)
     over_attributed_share: float = 0.0  # calibrated CPU above the process CPU (noise, or cheaper in the pipeline)
+    neighbour_cores: float | None = None  # cores competing processes kept busy over the window (None: unknown)
 
 
 #: Fewer snapshots than this after warm-up: measure from the start (zero counters) instead.
@@ -224,8 +225,15 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
         records_read=reader["records"], max_rss=max(s.rss for s in snaps), runtime_map=rmap,
         calibrated=calibration is not None and any(o.cpu_from.startswith(CALIBRATED) for o in ops),
         consumer_cpu_per_batch=calibration.consumer_cpu_per_batch if calibration is not None else None,
-        threadpool=threadpool, over_attributed_share=over,
+        threadpool=threadpool, over_attributed_share=over, neighbour_cores=_neighbour_cores(window),
     )
+
+
+def _neighbour_cores(window: _Window) -> float | None:
+    """Cores other competing processes kept busy over the window (their CPU over its wall time)."""
+    if window.first.others is None or window.last.others is None:
+        return None
+    return max(0.0, window.last.others - window.first.others) / window.seconds
 
 
 def _runtime_map(pipeline: Pipeline, raw: RawTrace) -> RuntimeMap:
@@ -244,7 +252,7 @@ def _window(snaps: list[Snapshot], warmup_seconds: float, rmap: RuntimeMap) -> _
     start, end = steady_window(snaps, warmup_seconds)
     deltas = _deltas(snaps, start, end)
     last = snaps[end]
-    first = snaps[start] if start >= 0 else Snapshot(t=0.0, cpu=0.0, rss=0, nodes={})
+    first = snaps[start] if start >= 0 else Snapshot(t=0.0, cpu=0.0, rss=0, nodes={}, others=0.0)
     root_id = next(i for i, r in rmap.role.items() if r == "root")
     minibatches = _d(deltas[root_id], "elements") if root_id in deltas else last.batches
     return _Window(first, last, deltas, max(last.t - first.t, 1e-9), last.cpu - first.cpu, minibatches)

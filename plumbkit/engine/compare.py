@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import gc
 import statistics
-import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
@@ -51,10 +50,11 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 import numpy as np
 from scipy.stats import binom
 
-from ..host.machine import machine_busy_seconds
+from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
+from ..tunables import LOAD_CHANGE_CORES
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -297,6 +297,22 @@ class Comparison:
             return None
         return Speedup.of_ratios(of, over, ratios)
 
+    @property
+    def neighbour_cores(self) -> float | None:
+        """Median cores other processes kept busy over every measured window (None: unknown)."""
+        every = [x for r in self.results.values() for x in r.neighbours]
+        return statistics.median(every) if every else None
+
+    def load_change(self, traced: float | None, *, threshold: float = LOAD_CHANGE_CORES) -> str | None:
+        """A warning when other processes kept a different number of cores busy while measured
+        than during the trace (``traced``) the plan was made from; None when it held."""
+        now = self.neighbour_cores
+        if traced is None or now is None or abs(now - traced) <= threshold:
+            return None
+        return (f"the machine's load changed between the trace and the comparison: other processes kept "
+                f"{traced:.1f} cores busy during the trace and {now:.1f} while measured; the prediction "
+                f"counts the cores free during the trace")
+
     def needs_another_round(self, pairs: Iterable[tuple[str, str]]) -> bool:
         """Whether a speed-up among ``pairs`` is too noisy and another round may settle it
         (within ``protocol.rounds + protocol.extra_rounds``)."""
@@ -334,13 +350,10 @@ def run_once(contender: Contender, protocol: Protocol) -> Run:
         else:
             notes.append(f"no two consecutive windows within {100 * protocol.tolerance:.0f}% in "
                          f"{protocol.max_windows}: measured after the last")
-        busy0, cpu0, t0, n0 = machine_busy_seconds(), time.process_time(), time.perf_counter(), runner.batches
+        start, n0 = read_machine(), runner.batches
         value = runner.window(protocol.window)
-        busy1, cpu1, t1 = machine_busy_seconds(), time.process_time(), time.perf_counter()
-        others = None
-        if busy0 is not None and busy1 is not None:
-            others = max(0.0, (busy1 - busy0) - (cpu1 - cpu0)) / (t1 - t0)
-        return Run(value, tuple(notes), others, (cpu1 - cpu0) / max(1, runner.batches - n0))
+        end = read_machine()
+        return Run(value, tuple(notes), neighbour_cores(start, end), (end.own - start.own) / max(1, runner.batches - n0))
     finally:
         # Dropping the iterator and the dataset frees a filled cache (measured: RSS falls back
         # before the next build); a young-generation collection catches short cycles. A full

@@ -268,12 +268,21 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
                                settle=[(PLUMBKIT, YOURS)] if changes else [],  # extra rounds only decide what ships
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
+    planned.notes += [n for n in (cores_note(ev), comparison.load_change(original.analysis.neighbour_cores)) if n]
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
                       runtime=runtime, disk=disk)
     plan.predictions = _predictions(ev, user, changes, cores, prediction)
     plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
     progress("done", 1.0)
     return plan
+
+
+def cores_note(ev: Evidence) -> str | None:
+    """What the plan was made for when other processes took cores during the trace."""
+    if not ev.neighbours:
+        return None
+    return (f"planned for {ev.free_cores:.1f} of {ev.cores:g} cores: other processes used "
+            f"{ev.neighbours:.1f} during the trace")
 
 
 def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: float, memory_budget: float | None,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 _CGROUP = Path("/sys/fs/cgroup")
@@ -71,14 +73,84 @@ def available_memory() -> tuple[float, str]:
 def machine_busy_seconds() -> float | None:
     """CPU seconds every process on this machine has spent so far (``/proc/stat``; None where it
     cannot be read). Minus this process's own CPU time over a window, it is what the neighbours
-    took: a measurement on a shared machine says how much of it was left."""
+    took: a measurement on a shared machine says how much of it was left (every process: see
+    :func:`competing_busy_seconds` for those that take cores from this one)."""
+    ticks = _stat_ticks()
+    if ticks is None:
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_ticks() -> list[int] | None:
+    """The machine's CPU ticks so far (``/proc/stat``'s first line: user nice system idle iowait
+    irq softirq steal ...); None where it cannot be read."""
     try:
         fields = Path("/proc/stat").read_text().splitlines()[0].split()
     except (OSError, IndexError):
         return None
     if not fields or fields[0] != "cpu":
         return None
-    ticks = [int(x) for x in fields[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-    busy = sum(ticks[:8]) - idle  # user nice system idle iowait irq softirq steal
-    return busy / os.sysconf("SC_CLK_TCK")
+    return [int(x) for x in fields[1:]]
+
+
+def _autogroups() -> bool:
+    """Whether the scheduler shares cores out per session first (``sched_autogroup_enabled``)."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1"
+    except OSError:
+        return False
+
+
+def niced_neighbours_compete() -> bool:
+    """Whether processes at low priority (nice > 0) take cores from this one.
+
+    Not where this process runs at nice 0 and the scheduler weighs threads alone: CFS weighs a
+    nice-19 thread at 15 against 1024 (about 1.5% of a shared core). But with autogroups (a
+    desktop or container default) the scheduler first shares the cores between sessions, each
+    at its group's weight (nice 0 unless set), and a thread's nice counts only inside its own
+    session: measured on the dev VM (autogroups on), two spinning threads of this process got
+    1.82 of 2 cores beside the other agents' nice-19 work, and 0.92 with one more nice-19
+    spinner started in a session of its own. And a niced process competes with niced ones."""
+    return _autogroups() or os.getpriority(os.PRIO_PROCESS, 0) > 0
+
+
+def competing_busy_seconds() -> float | None:
+    """CPU seconds spent so far by every process that competes with this one for a core (this
+    one included; None where ``/proc/stat`` cannot be read).
+
+    ``/proc/stat``'s ``nice`` column (user time of niced processes) counts only where those
+    processes take cores from this one (:func:`niced_neighbours_compete`); their system time sits
+    in ``system`` and counts either way (a small overcount). Hypervisor ``steal`` counts: those
+    cycles are not this machine's to plan with.
+    """
+    ticks = _stat_ticks()
+    if ticks is None:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (ticks + [0] * 8)[:8]
+    competing = user + system + irq + softirq + steal + (nice if niced_neighbours_compete() else 0)
+    return competing / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class MachineReading:
+    """One instant: wall clock, this process's CPU, and what the competing processes spent."""
+
+    wall: float  # time.perf_counter()
+    own: float  # time.process_time()
+    competing: float | None  # competing_busy_seconds()
+
+
+def read_machine() -> MachineReading:
+    """The machine now; two readings give the neighbours' cores between them (:func:`neighbour_cores`)."""
+    return MachineReading(time.perf_counter(), time.process_time(), competing_busy_seconds())
+
+
+def neighbour_cores(start: MachineReading, end: MachineReading) -> float | None:
+    """Cores other competing processes kept busy between two readings (the machine's competing
+    CPU less this process's own, over the wall time; None where the machine cannot be read)."""
+    if start.competing is None or end.competing is None or end.wall <= start.wall:
+        return None
+    others = (end.competing - start.competing) - (end.own - start.own)
+    return max(0.0, others) / (end.wall - start.wall)

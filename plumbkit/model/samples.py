@@ -34,6 +34,9 @@ class Snapshot:
     cpu: float  # process CPU seconds (all threads) since the trace started
     rss: int  # resident memory, bytes
     nodes: dict[int, NodeSample]
+    #: CPU seconds competing processes other than this one spent since the trace started (None:
+    #: not readable, or a trace saved before it was recorded); see plumbkit.host.machine
+    others: float | None = None
 
     @property
     def root(self) -> NodeSample | None:
@@ -61,9 +64,9 @@ class RawTrace:
 def snapshot_from_dict(d: dict) -> Snapshot:
     nodes = {int(k): NodeSample(**{**v, "inputs": tuple(v["inputs"]), "tunable": tuple(v["tunable"])})
              for k, v in d["nodes"].items()}
-    return Snapshot(t=d["t"], cpu=d["cpu"], rss=d["rss"], nodes=nodes)
+    return Snapshot(t=d["t"], cpu=d["cpu"], rss=d["rss"], nodes=nodes, others=d.get("others"))
 
 
 def snapshot_to_dict(s: Snapshot) -> dict:
-    return {"t": s.t, "cpu": s.cpu, "rss": s.rss,
+    return {"t": s.t, "cpu": s.cpu, "rss": s.rss, "others": s.others,
             "nodes": {str(k): v.to_dict() for k, v in s.nodes.items()}}

@@ -41,7 +41,7 @@ from ..analysis.costs import GIL_QUEUED
 from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
-from ..tunables import MAX_CONCURRENCY
+from ..tunables import MAX_CONCURRENCY, NEIGHBOUR_FLOOR
 from .lp import GIL, Demand, LPSolution, solve_cpu_lp, solve_resource_lp
 
 #: Pseudo-operators the LP charges besides the user's operators (never shown as an allocation).
@@ -150,7 +150,7 @@ class Evidence:
     cost: Mapping[str, float]  # operator -> CPU seconds per minibatch (1 / R_i); absent: unknown
     visits: Mapping[str, float]  # operator -> V_i
     sequential: frozenset[str]  # operators with no parallel form
-    cores: float
+    cores: float  # cores the plan may run on (threads are counted for these)
     runtime: RuntimeCosts = field(default_factory=RuntimeCosts)
     disk: float | None = None  # minibatches/s the disk allows while a reader runs
     ceilings: Mapping[str, float] = field(default_factory=dict)  # other measured ceilings, always binding
@@ -164,6 +164,23 @@ class Evidence:
     #: Python consumer's own seconds per minibatch (it holds the GIL too)
     demands: tuple[Demand, ...] = ()
     consumer_gil: float = 0.0
+    #: cores other processes that compete with this one kept busy during the trace (of ``cores``;
+    #: below NEIGHBOUR_FLOOR: none): the CPU limits count only the cores left free
+    neighbours: float = 0.0
+
+    @property
+    def free_cores(self) -> float:
+        """Cores the prediction's CPU limits count: ``cores`` less the neighbours'. What they took
+        was measured while the trace competed with them, so it is what they take beside this
+        pipeline (per session with autogroups, per thread without: see plumbkit.host.machine)."""
+        return max(NEIGHBOUR_FLOOR, self.cores - self.neighbours)
+
+    @property
+    def cpu_limit_name(self) -> str:
+        """The CPU limit's name: the cores it counts, and the cores found free when not all were."""
+        if not self.neighbours:
+            return f"CPU ({self.cores:g} cores)"
+        return f"CPU ({self.free_cores:.1f} of {self.cores:g} cores free)"
 
     @property
     def runtime_in_costs(self) -> bool:
@@ -210,8 +227,17 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
         parallel_cost=parallel, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
-        consumer_gil=a.consumer_cpu_per_batch or 0.0,
+        consumer_gil=a.consumer_cpu_per_batch or 0.0, neighbours=neighbours_within(a, cores),
     )
+
+
+def neighbours_within(a: Analysis, cores: float | None) -> float:
+    """Cores other processes kept busy during the trace that ``cores`` of the machine's
+    ``a.cores`` had to share (those the plan leaves out took their share first; below
+    NEIGHBOUR_FLOOR: none)."""
+    measured = a.neighbour_cores or 0.0
+    within = max(0.0, measured - max(0.0, a.cores - (cores or a.cores)))
+    return within if within >= NEIGHBOUR_FLOOR else 0.0
 
 
 def ran_parallel(runtime: str, op_type: str) -> bool:
@@ -356,7 +382,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             else:
                 cpu += w + handoffs(name, True, name in traced.threads, V)
             if w > 0:
-                limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.cores) / w
+                limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.free_cores) / w
             child_stage = f"runner thread of {op.label}"
         else:
             charge(stage, w)
@@ -367,7 +393,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
         if work > 0:
             limits[stage] = 1.0 / work
     if cpu > 0:
-        limits[f"CPU ({ev.cores:g} cores)"] = ev.cores / cpu
+        limits[ev.cpu_limit_name] = ev.free_cores / cpu
     if ev.disk and any(op.reads_files and op.name not in free and op.name not in layout.cached for op in p):
         limits[DISK] = ev.disk
     limits.update({k: v for k, v in ev.ceilings.items() if v is not None and math.isfinite(v)})
@@ -393,14 +419,14 @@ def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str], *,
     if not any(d.latency > 0 or d.gil for d in needs):
         return None
     capped = [replace(d, max_threads=_calls_in_flight(ev, layout, d)) for d in needs]
-    lp = solve_resource_lp(capped, cores=ev.cores, consumer_gil=ev.consumer_gil)
+    lp = solve_resource_lp(capped, cores=ev.free_cores, consumer_gil=ev.consumer_gil)
     if lp.binding == GIL:
         name = GIL
     elif lp.binding in p.operators:
         calls = next(d.max_threads for d in capped if d.name == lp.binding)
         name = f"{p[lp.binding].label} ({calls:g} call{'s' if calls != 1 else ''} in flight)"
     else:
-        name = f"CPU ({ev.cores:g} cores) with waiting operators' calls in flight"
+        name = f"{ev.cpu_limit_name} with waiting operators' calls in flight"
     return name, lp.throughput
 
 
@@ -462,6 +488,8 @@ def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | No
         if sum(floors.values()) > ev.cores:
             floors = None
     caps = {op.name: float(op.max_parallelism) for op in p if op.max_parallelism is not None and op.name in rates}
+    # threads are set for every core the plan may run on, not only the free ones: a thread
+    # more than the free cores costs little, and the scheduler shares cores out per thread
     return solve_cpu_lp(rates, cores=ev.cores, sequential=sequential, extra_bounds=bounds, min_theta=floors,
                         max_theta=caps)  # an interleave uses at most its cycle length
 

@@ -53,6 +53,16 @@ def allocation_bound_line(trace: "Trace") -> str:
             f"not charged)")
 
 
+def neighbours_line(trace: "Trace") -> str | None:
+    """The cores other processes took during the trace, where they took a tenth of one or more
+    (a plan counts the rest)."""
+    others = trace.analysis.neighbour_cores
+    if others is None or f"{others:.1f}" == "0.0":
+        return None
+    return (f"other processes kept {others:.1f} of {trace.cores} cores busy during the trace: a plan "
+            f"counts only the cores they left free")
+
+
 def summary_lines(trace: "Trace") -> list[str]:
     a = trace.analysis
     lines = [
@@ -61,6 +71,8 @@ def summary_lines(trace: "Trace") -> list[str]:
         bottleneck_line(trace),
     ]
     lines.append(allocation_bound_line(trace))
+    if (neighbours := neighbours_line(trace)) is not None:
+        lines.append(neighbours)
     lines.append(cpu_basis_line(trace))
     over = f", operators' calibrated CPU {pct(a.over_attributed_share)} above it" if a.over_attributed_share > 0.005 else ""
     lines.append(f"process CPU {a.cpu_seconds:.2f} core-s; {pct(min(1.0, 1 - a.unattributed_share))} accounted "

@@ -16,7 +16,7 @@ from typing import Callable
 import psutil
 import tensorflow as tf
 
-from ..host.machine import available_cores
+from ..host.machine import available_cores, competing_busy_seconds
 from ..model.samples import NodeSample, RawTrace, Snapshot
 from .consumer import JOIN_SECONDS, Puller, Stopped
 from .options import observed_options
@@ -33,7 +33,7 @@ STOP_GRACE = 0.25
 CONVERGENCE_TOLERANCE = 0.01
 
 
-def _sample(iterator, t0: float, cpu0: float, process: psutil.Process) -> Snapshot:
+def _sample(iterator, t0: float, cpu0: float, process: psutil.Process, busy0: float | None) -> Snapshot:
     proto = tf.data.experimental.get_model_proto(iterator)
     nodes = {}
     for key, node in proto.nodes.items():
@@ -46,8 +46,9 @@ def _sample(iterator, t0: float, cpu0: float, process: psutil.Process) -> Snapsh
             parameters=params, tunable=tuple(p.name for p in node.parameters if p.tunable),
             ratio=float(node.ratio),
         )
-    return Snapshot(t=time.perf_counter() - t0, cpu=time.process_time() - cpu0,
-                    rss=process.memory_info().rss, nodes=nodes)
+    busy, cpu = competing_busy_seconds(), time.process_time() - cpu0
+    others = None if busy is None or busy0 is None else max(0.0, busy - busy0 - cpu)
+    return Snapshot(t=time.perf_counter() - t0, cpu=cpu, rss=process.memory_info().rss, nodes=nodes, others=others)
 
 
 def observable(ds: tf.data.Dataset, autotune_disabled: bool | None = None) -> tf.data.Dataset:
@@ -96,6 +97,7 @@ class Tracer:
         self._wake = threading.Event()  # the poll loop's alarm: the consumer ended, or stop()
         self._closed = threading.Event()  # run() returned: a late consumer must not edit the trace
         self._batches = 0
+        self._busy0: float | None = None  # competing processes' CPU when the trace started
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
 
     def stop(self) -> None:
@@ -131,7 +133,7 @@ class Tracer:
 
     def run(self) -> RawTrace:
         process = psutil.Process()
-        t0, cpu0 = time.perf_counter(), time.process_time()
+        t0, cpu0, self._busy0 = time.perf_counter(), time.process_time(), competing_busy_seconds()
         puller = Puller(self.ds)
         iterator = puller.iterator
         consumer = threading.Thread(target=self._consume, args=(puller,), daemon=True,
@@ -164,7 +166,7 @@ class Tracer:
 
     def _take(self, iterator, t0, cpu0, process) -> Snapshot | None:
         try:
-            snap = _sample(iterator, t0, cpu0, process)
+            snap = _sample(iterator, t0, cpu0, process, self._busy0)
         except (tf.errors.OpError, RuntimeError):
             return None  # the iterator is gone (end of data): keep what was sampled
         self.raw.snapshots.append(snap)

@@ -1,0 +1,87 @@
+"""One machine, shared cores (issue 27 item 3): a plan counts the cores other processes left free
+during the trace, says so, and the comparison warns when that load changed.
+
+A planted neighbour: a process spinning one core at this one's priority, in a session of its
+own as another program's would be (with autogroups on, the scheduler shares the cores between
+sessions first: it takes its core whatever the number of threads here; in this session it
+would take one thread's share, 0.4 of 2 cores measured beside this pipeline's threads).
+"""
+
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from plumbkit.engine.compare import BRIEF, Contender, compare
+from plumbkit.engine.tracing import trace
+from plumbkit.planning.predict import evidence_from_trace, layout_as_traced, predict
+from plumbkit.render.text import text_report
+
+SPIN = "while True: pass"
+
+
+def spinning_neighbour() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+
+
+def cpu_bound() -> tf.data.Dataset:
+    """A map that keeps both cores busy when nothing else runs (two calls in flight)."""
+    x = tf.random.stateless_uniform((160, 160), seed=(1, 2))
+    return (tf.data.Dataset.range(10**9)
+            .map(lambda i: tf.reduce_sum(tf.linalg.matmul(x, x) * tf.cast(i, tf.float32)), num_parallel_calls=2)
+            .batch(8))
+
+
+@pytest.fixture(scope="module")
+def traced_beside_a_neighbour():
+    neighbour = spinning_neighbour()
+    try:
+        return trace(cpu_bound(), seconds=2.5, min_seconds=2.5, calibrate=False)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def test_a_spinning_neighbour_is_measured_and_the_cpu_limit_counts_the_cores_left(traced_beside_a_neighbour):
+    t = traced_beside_a_neighbour
+    others = t.analysis.neighbour_cores
+    assert others is not None and others >= 0.6, f"the neighbour spun one core; read {others}"
+    ev = evidence_from_trace(t, cores=2)
+    assert ev.neighbours == pytest.approx(others)
+    assert ev.free_cores == pytest.approx(2 - others) and ev.free_cores <= 1.4
+    pred = predict(ev, layout_as_traced(ev))
+    assert ev.cpu_limit_name == f"CPU ({ev.free_cores:.1f} of 2 cores free)"
+    cpu_limit = pred.limits[ev.cpu_limit_name]
+    assert cpu_limit == pytest.approx(ev.free_cores / pred.cpu_per_batch)
+    # against what the trace measured beside the neighbour (CPU-bound: both cores were busy,
+    # the neighbour's and ours): the free cores' figure is near it, the whole machine's is not
+    measured = t.throughput
+    assert cpu_limit == pytest.approx(measured, rel=0.3), (cpu_limit, measured)
+    assumed_whole = 2 / pred.cpu_per_batch  # negative control: the cores assumed, not measured
+    assert assumed_whole > 1.4 * measured, (assumed_whole, measured)
+
+
+def test_the_trace_text_says_the_cores_other_processes_took(traced_beside_a_neighbour):
+    t = traced_beside_a_neighbour
+    assert f"other processes kept {t.analysis.neighbour_cores:.1f} of 2 cores busy during the trace" in text_report(t)
+
+
+def test_the_comparison_warns_when_a_neighbour_started_after_the_trace():
+    t = trace(cpu_bound(), seconds=1.0, min_seconds=1.0, calibrate=False)
+    before = t.analysis.neighbour_cores
+    if before is None or before > 0.5:  # sessions share the cores: one more takes a third or less
+        pytest.skip(f"other processes kept {before} cores busy during the trace: a planted neighbour "
+                    f"would not change the load measurably")
+    neighbours = [spinning_neighbour(), spinning_neighbour()]  # two sessions: two shares
+    try:
+        comparison = compare([Contender("yours", cpu_bound)], BRIEF)
+    finally:
+        for n in neighbours:
+            n.kill()
+            n.wait()
+    during = comparison.neighbour_cores
+    assert during is not None and during > before + 0.25, (before, during)
+    warning = comparison.load_change(before)
+    assert warning is not None and "load changed between the trace and the comparison" in warning
+    assert f"{before:.1f} cores busy during the trace and {during:.1f} while measured" in warning
