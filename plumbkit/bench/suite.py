@@ -124,10 +124,13 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "predicted": plan.predictions,
         "prediction_binding": plan.prediction.binding,
         "prediction_limits": plan.prediction.limits,
-        "prediction_error": (abs(plan.predicted_throughput - measured_plan) / measured_plan
+        # like with like: the first epoch's prediction where the comparison measured first epochs
+        "prediction_error": (abs(plan.compared_prediction.throughput - measured_plan) / measured_plan
                              if measured_plan else None),
-        "plumbkit_over_predicted": (measured_plan / plan.predicted_throughput
-                                    if measured_plan and plan.predicted_throughput else None),
+        "plumbkit_over_predicted": (measured_plan / plan.compared_prediction.throughput
+                                    if measured_plan and plan.compared_prediction.throughput else None),
+        "predicted_fill": plan.fill_prediction.throughput if plan.fill_prediction else None,
+        "fill_seconds": plan.fill_seconds, "measured_first_epoch": plan.first_epoch,
         "runtime": vars(plan.runtime) if plan.runtime else None,
         "reported_speedup": _speedup(reported), "independent_speedup": _speedup(independent),
         "speedup_agreement": agreement,

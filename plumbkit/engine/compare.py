@@ -279,6 +279,7 @@ class Comparison:
     protocol: Protocol
     orders: list[list[str]] = field(default_factory=list)  # the order of each round
     complete: bool = True  # False when interrupted or stopped before the last round
+    first_epoch: bool = False  # every contender measured in its first epoch (no cache filled first)
 
     def __getitem__(self, name: str) -> Result:
         return self.results[name]
@@ -331,12 +332,16 @@ class Run:
     cpu_per_batch: float  # this process's CPU seconds per minibatch
 
 
-def run_once(contender: Contender, protocol: Protocol) -> Run:
-    """Build ``contender`` fresh, fill its caches, reach steady state, measure one window."""
+def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = False) -> Run:
+    """Build ``contender`` fresh, fill its caches, reach steady state, measure one window.
+
+    ``first_epoch``: its caches are not filled first; it is measured in its first epoch, from the
+    fresh build on, the same way as every other contender (a plan whose cache cannot fill in
+    the protocol's time is compared like with like: cold with cold)."""
     notes: list[str] = []
     runner = Runner(contender.build())
     try:
-        if contender.fill_batches:
+        if contender.fill_batches and not first_epoch:
             taken, seconds = runner.consume(contender.fill_batches, limit=protocol.fill_limit)
             if taken < contender.fill_batches:
                 notes.append(f"caches not filled within {protocol.fill_limit:.0f} s "
@@ -353,6 +358,9 @@ def run_once(contender: Contender, protocol: Protocol) -> Run:
         start, n0 = read_machine(), runner.batches
         value = runner.window(protocol.window)
         end = read_machine()
+        if first_epoch and contender.fill_batches and runner.batches > contender.fill_batches:
+            notes.append(f"its caches filled within the measurement ({contender.fill_batches} minibatches): "
+                         f"measured partly warm")
         return Run(value, tuple(notes), neighbour_cores(start, end), (end.own - start.own) / max(1, runner.batches - n0))
     finally:
         # Dropping the iterator and the dataset frees a filled cache (measured: RSS falls back
@@ -367,7 +375,7 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
             before_each: Callable[[str], None] | None = None,
             on_progress: Callable[[str, float], None] | None = None,
             should_stop: Callable[[], bool] | None = None,
-            settle: Sequence[tuple[str, str]] | None = None) -> Comparison:
+            settle: Sequence[tuple[str, str]] | None = None, first_epoch: bool = False) -> Comparison:
     """Measure every contender under ``protocol``, interleaved (see the module docstring).
 
     ``before_each(name)`` runs before each build (e.g. to evict the data from the page cache).
@@ -375,13 +383,14 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
     comparison: the contender running is failed as interrupted, the comparison is incomplete.
     ``settle`` names the speed-ups ``(of, over)`` that extra rounds are run for while too noisy
     (default: every contender over the first, yours by convention), up to ``protocol.extra_rounds``.
+    ``first_epoch``: no contender's caches are filled first: each is measured in its first epoch.
     """
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must be unique, got {names}")
     pairs = list(settle) if settle is not None else [(name, names[0]) for name in names[1:]]
     results = {c.name: Result(c.name) for c in contenders}
-    comparison = Comparison(results=results, protocol=protocol)
+    comparison = Comparison(results=results, protocol=protocol, first_epoch=first_epoch)
     done, r = 0, 0
     while r < protocol.rounds or (r < protocol.rounds + protocol.extra_rounds
                                   and comparison.needs_another_round(pairs)):
@@ -404,7 +413,7 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
             try:
                 if before_each is not None:
                     before_each(c.name)
-                run = run_once(c, protocol)
+                run = run_once(c, protocol, first_epoch=first_epoch)
             except KeyboardInterrupt:
                 result.failed = "interrupted"
                 comparison.complete = False

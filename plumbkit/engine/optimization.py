@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import Decisions, decide, priced_options
+from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.lp import LPSolution
 from ..planning.predict import (
     Evidence,
@@ -110,6 +111,13 @@ class Plan:
     runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
     options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
+    #: the plan's first epoch, while its caches fill (predict_fill; None: no cache fills), and
+    #: the seconds it takes when the epoch's length is known
+    fill_prediction: Prediction | None = None
+    fill_seconds: float | None = None
+    #: every configuration was measured in its first epoch (the plan's cache could not fill in
+    #: the protocol's time): the plan's measured figure is the first epoch's, beside ``fill_prediction``
+    first_epoch: bool = False
 
     @property
     def predicted_throughput(self) -> float:
@@ -117,9 +125,16 @@ class Plan:
         return self.prediction.throughput
 
     @property
+    def compared_prediction(self) -> Prediction:
+        """The prediction of what the comparison measured: the steady state's, or the first
+        epoch's where every configuration was measured in its first epoch."""
+        return self.fill_prediction if self.first_epoch and self.fill_prediction is not None else self.prediction
+
+    @property
     def prediction_error(self) -> float:
-        """Before the fact: |predicted - measured| / measured, for the plan's configuration."""
-        return prediction_error(self.predicted_throughput, self.measured_throughput)
+        """Before the fact: |predicted - measured| / measured, for the plan's configuration (like
+        with like: the first epoch's prediction where the first epoch was measured)."""
+        return prediction_error(self.compared_prediction.throughput, self.measured_throughput)
 
     @property
     def returned_throughput(self) -> float:
@@ -261,17 +276,20 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         original = with_parallel_costs(ds, original, parallelized)
     ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
     prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships
+    fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
     contenders = _contenders(ds, build_yours, planned, cores=cores, compare=compare)
     if not changes:
         planned.notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
+                               first_epoch=first_epoch,  # the plan's cache cannot fill in time: like with like
                                settle=[(PLUMBKIT, YOURS)] if changes else [],  # extra rounds only decide what ships
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
     planned.notes += [n for n in (cores_note(ev), comparison.load_change(original.analysis.neighbour_cores)) if n]
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
                       runtime=runtime, disk=disk)
-    plan.predictions = _predictions(ev, user, changes, cores, prediction)
+    plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
+    plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=first_epoch)
     plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
     progress("done", 1.0)
     return plan
@@ -283,6 +301,28 @@ def cores_note(ev: Evidence) -> str | None:
         return None
     return (f"planned for {ev.free_cores:.1f} of {ev.cores:g} cores: other processes used "
             f"{ev.neighbours:.1f} during the trace")
+
+
+def _first_epoch(ev: Evidence, changes: list[Change], planned: _Planned, prediction: Prediction,
+                 protocol: Protocol) -> tuple[Prediction | None, float | None, bool]:
+    """The plan's first epoch predicted (None where no cache fills), its seconds where the
+    epoch's length is known, and whether the comparison must measure every configuration in its
+    first epoch: the plan's cache is predicted to fill in more than the protocol's time, so a
+    steady state would never be reached and a cold figure would stand beside a warm prediction."""
+    layout = layout_with(ev, changes)
+    if not fills_a_cache(ev, layout):
+        return None, None, False
+    fill = predict_fill(ev, layout)
+    seconds = fill_seconds(fill, planned.fill) if planned.fill else None
+    cold = seconds is not None and seconds > protocol.fill_limit
+    if cold:
+        planned.notes.append(
+            f"the plan's cache is predicted to fill in ~{seconds:,.1f} s ({planned.fill:,} minibatches at "
+            f"{fill.throughput:,.1f}/s), more than the comparison's {protocol.fill_limit:g} s: every "
+            f"configuration was measured in its first epoch (built fresh, caches filling), and the plan's "
+            f"figure is compared with its first-epoch prediction; its steady state after the fill "
+            f"({prediction.throughput:,.1f}/s predicted) was not measured")
+    return fill, seconds, cold
 
 
 def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: float, memory_budget: float | None,
@@ -382,13 +422,15 @@ def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset
     return plan
 
 
-def _predictions(ev: Evidence, user, changes: list[Change], cores: int, prediction: Prediction) -> dict[str, float]:
+def _predictions(ev: Evidence, user, changes: list[Change], cores: int, prediction: Prediction, *,
+                 filling: bool = False) -> dict[str, float]:
     """Each configuration's own predicted throughput, where the model has one (AUTOTUNE's
-    parallelism is chosen at run time: no prediction)."""
+    parallelism is chosen at run time: no prediction); of its first epoch with ``filling``."""
     return {
-        YOURS: predict(ev, layout_as_traced(ev)).throughput,
-        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user))).throughput,
-        "heuristic": predict(ev, layout_with(ev, configurations.heuristic_changes(user, cores))).throughput,
+        YOURS: predict(ev, layout_as_traced(ev), filling=filling).throughput,
+        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user)), filling=filling).throughput,
+        "heuristic": predict(ev, layout_with(ev, configurations.heuristic_changes(user, cores)),
+                             filling=filling).throughput,
         PLUMBKIT: prediction.throughput,
     }
 

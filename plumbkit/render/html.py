@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..model.units import human_bytes
 from .table import COLUMNS, pct, row_cells
-from .text import summary_lines
+from .text import FIRST_EPOCH_PROTOCOL, first_epoch_line, summary_lines
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
@@ -53,7 +53,7 @@ def predicted_speedup(plan: "Plan") -> float | None:
     """The plan's prediction over the prediction for yours, the configuration the measured
     speed-up is over (None: not measured alike, or either prediction is missing)."""
     yours = plan.predictions.get(plan.speedup.over) if plan.speedup is not None else None
-    return plan.prediction.throughput / yours if yours else None
+    return plan.compared_prediction.throughput / yours if yours else None
 
 
 def _returned(plan: "Plan") -> str:
@@ -110,7 +110,8 @@ def _details(plan: "Plan") -> str:
         (f"<b>{html.escape(name)}: {value:,.1f} (binds)</b>" if name == prediction.binding
          else f"{html.escape(name)}: {value:,.1f}")
         for name, value in sorted(prediction.limits.items(), key=lambda kv: kv[1]))
-    off = (f"; measured {plan.measured_throughput:,.1f}, {pct(plan.prediction_error)} off"
+    against = " in its first epoch, against the first epoch's prediction" if plan.first_epoch else ""
+    off = (f"; measured {plan.measured_throughput:,.1f}{against}, {pct(plan.prediction_error)} off"
            if plan.measured_throughput else "")
     parts = [f"<b>prediction</b> (before any rewrite): {prediction.throughput:,.1f} minibatches/s, "
              f"bound by {html.escape(prediction.binding)}{off}.<br>Its limits, minibatches/s: {limits}"]
@@ -131,10 +132,19 @@ def _details(plan: "Plan") -> str:
     if offered:
         parts.append(f"<b>options (not applied: they change the order)</b><ul style='margin:2px 0'>{offered}</ul>")
     protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
+    protocol += FIRST_EPOCH_PROTOCOL if plan.first_epoch else ""
     parts.append(f"<b>measured alike</b>: {html.escape(protocol)}")
     return ("<details class='plumbkit-plan-details'><summary>details: what binds the prediction, "
             "the allocation, the cache, notes</summary>"
             + "".join(f"<div style='margin:4px 0'>{part}</div>" for part in parts) + "</details>")
+
+
+def _first_epoch(plan: "Plan") -> str:
+    """The first epoch (the plan's caches filling) and the steady state after it, as predicted."""
+    line = first_epoch_line(plan)
+    if line is None:
+        return ""
+    return f"<div class='plumbkit-first-epoch'><b>first epoch</b> (fills the cache): {html.escape(line)}</div>"
 
 
 def plan_html(plan: "Plan") -> str:
@@ -150,7 +160,7 @@ def plan_html(plan: "Plan") -> str:
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.proposed_changes) or "<li>none</li>"
     return (f"<div class='plumbkit-plan-view'>"
             f"<div class='plumbkit-headline' style='font-size:15px'><b>{html.escape(plan_headline(plan))}</b></div>"
-            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>"
+            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>{_first_epoch(plan)}"
             f"<div style='margin-top:4px'><b>minibatches/s</b> · {legend}</div>{table}"
             f"<div><b>{title}</b><ul style='margin:2px 0'>{changes}</ul></div>{_details(plan)}</div>")
 

@@ -141,14 +141,32 @@ def plan_rows(plan: "Plan") -> list[tuple[str, str, str, str]]:
     return rows
 
 
+#: What the protocol's description gains where every configuration was measured in its first epoch.
+FIRST_EPOCH_PROTOCOL = "; here no cache was filled first: every configuration measured in its first epoch"
+
+
+def first_epoch_line(plan: "Plan") -> str | None:
+    """The plan's first epoch (its caches filling) beside its steady state, both as predicted."""
+    fill = plan.fill_prediction
+    if fill is None:
+        return None
+    took = f", ~{plan.fill_seconds:,.1f} s" if plan.fill_seconds is not None else ""
+    return (f"predicted {fill.throughput:,.1f} minibatches/s{took} (bound by {fill.binding}); "
+            f"then {plan.prediction.throughput:,.1f} minibatches/s")
+
+
 def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
     """(what the figure is, the figure) for the plan's headline numbers, each labelled."""
     p = plan.prediction
     out = [("plan's throughput, predicted before any rewrite",
             f"{p.throughput:,.1f} minibatches/s, bound by {p.binding}"
             + (f" ({p.cpu_per_batch * 1e3:.2f} ms of CPU per minibatch)" if p.cpu_per_batch else ""))]
-    out.append(("plan's throughput, measured", f"{plan.measured_throughput:,.1f} minibatches/s"))
-    out.append(("prediction error (before the fact)", pct(plan.prediction_error)))
+    if (first := first_epoch_line(plan)) is not None:
+        out.append(("first epoch (fills the cache)", first))
+    what = "plan's first epoch (its cache filling)" if plan.first_epoch else "plan's throughput"
+    out.append((f"{what}, measured", f"{plan.measured_throughput:,.1f} minibatches/s"))
+    against = ", against the first epoch's prediction" if plan.first_epoch else ""
+    out.append((f"prediction error (before the fact{against})", pct(plan.prediction_error)))
     if plan.speedup is not None:
         out.append(("speed-up over yours, measured", plan.speedup.verdict))
     return out
@@ -156,6 +174,8 @@ def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
 
 def plan_text(plan: "Plan") -> str:
     protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
+    if plan.first_epoch:
+        protocol += FIRST_EPOCH_PROTOCOL
     lines = [f"plumbkit plan: {plan.verdict}"]
     lines += [f"  {what}: {value}" for what, value in plan_figures(plan)]
     lines.append(f"  measured alike, minibatches/s ({protocol}); 'predicted' is each configuration's own prediction:")
