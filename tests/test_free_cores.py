@@ -59,7 +59,7 @@ def test_a_spinning_neighbour_is_measured_and_the_cpu_limit_counts_the_cores_lef
     measured = t.throughput
     assert cpu_limit == pytest.approx(measured, rel=0.3), (cpu_limit, measured)
     assumed_whole = 2 / pred.cpu_per_batch  # negative control: the cores assumed, not measured
-    assert assumed_whole > 1.4 * measured, (assumed_whole, measured)
+    assert assumed_whole > 1.3 * measured, (assumed_whole, measured)
 
 
 def test_the_trace_text_says_the_cores_other_processes_took(traced_beside_a_neighbour):
