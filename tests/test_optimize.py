@@ -112,7 +112,8 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
 
     plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
     gain = plan.runtime.consumer_plain / plan.runtime.consumer  # measured: direct over through a prefetch
-    whats = [c.what for c in plan.proposed_changes]
+    # the map below the cache may get threads that fill it (the first epoch): not what this is about
+    whats = [c.what for c in plan.proposed_changes if not (c.what == "parallelism" and c.where in plan.free)]
     said = any(n.startswith("no prefetch at the top") for n in plan.notes)
     if gain > PREFETCH_LOSS * 1.05:
         assert whats == ["cache"] and said, (gain, plan.proposed_changes, plan.notes)
