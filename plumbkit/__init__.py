@@ -41,7 +41,7 @@ _API = {"trace": "engine", "Trace": "engine", "step": "engine", "walk": "engine"
         "offload": "engine", "OffloadPlan": "engine", "ServiceCluster": "engine",
         "PipelineError": "model.errors", "on_disk": "tfdata.disk_tier"}
 
-__all__ = ["trace", "Trace", "PipelineError", "step", "walk", "optimize", "pick_best", "Plan",
+__all__ = ["trace", "Trace", "PipelineError", "ModelError", "step", "walk", "optimize", "pick_best", "Plan",
            "Step", "Walk", "baselines", "Cancelled", "offload", "OffloadPlan", "ServiceCluster",
            "on_disk", "__version__", "load_ipython_extension"]
 

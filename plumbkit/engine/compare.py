@@ -45,7 +45,7 @@ import gc
 import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.stats import binom
@@ -78,6 +78,8 @@ class Contender:
     name: str
     build: Callable[[], "tf.data.Dataset"]
     fill_batches: int = 0  # minibatches that fill its caches before steady state is sought
+    #: the user's training step, run on every minibatch (then the throughput is steps/s)
+    step: Callable[[Any], Any] | None = None
 
 
 @dataclass
@@ -339,7 +341,7 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
     fresh build on, the same way as every other contender (a plan whose cache cannot fill in
     the protocol's time is compared like with like: cold with cold)."""
     notes: list[str] = []
-    runner = Runner(contender.build())
+    runner = Runner(contender.build(), step=contender.step)
     try:
         if contender.fill_batches and not first_epoch:
             taken, seconds = runner.consume(contender.fill_batches, limit=protocol.fill_limit)

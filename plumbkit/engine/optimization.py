@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..model.demand import ModelDemand
 from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import Decisions, decide, priced_options
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
@@ -51,6 +52,7 @@ from . import baselines as configurations
 from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
+from .demand import check_step_arguments, measure_model, steps_alike, training_figures
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .scheduler import operation
@@ -111,6 +113,21 @@ class Plan:
     runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
     options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
+    #: with optimize(..., model=/step=): the training step's demand, and training steps/s measured
+    #: alike with the step in the loop (yours, the plan, AUTOTUNE; ``measured_steps_per_s``: the plan's)
+    model: ModelDemand | None = None
+    measured_steps_per_s: float | None = None
+    steps_baselines: dict[str, float] = field(default_factory=dict)
+    ideal_steps_per_s: float | None = None  # the model on ideal input, measured alike beside them
+    steps_comparison: Comparison | None = None
+
+    @property
+    def predicted_steps_per_s(self) -> float | None:
+        """Training steps/s predicted before the fact (None without a model): the model's demand
+        on ideal input, unless the plan's predicted minibatches/s is lower."""
+        if self.model is None:
+            return None
+        return min(self.model.ideal_steps_per_s, self.prediction.throughput)
     #: the plan's first epoch, while its caches fill (predict_fill; None: no cache fills), and
     #: the seconds it takes when the epoch's length is known
     fill_prediction: Prediction | None = None
@@ -231,7 +248,8 @@ class _Planned:
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
              seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
              costs: Mapping[str, float] | None = None, before_each: Callable[[str], None] | None = None,
-             should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None) -> Plan:
+             should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None,
+             model: Any = None, step: Callable[[Any], Any] | None = None) -> Plan:
     """Decide and predict a plan before the fact, then measure it against yours (and, with
     ``compare``, the baselines) under one protocol; return it only if it is measurably faster.
 
@@ -244,9 +262,16 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
     comparison ends there, incomplete, and your pipeline comes back unchanged.
+    ``model`` (a compiled Keras model) or ``step`` (a callable taking one minibatch): the model's
+    demand is measured beside the trace (``plan.model``), and yours, the plan and AUTOTUNE are
+    measured alike once more with the step in the loop (``plan.measured_steps_per_s``, beside
+    ``plan.predicted_steps_per_s``); the model's variables are restored after, bitwise.
     """
     progress = on_progress or _quiet
     protocol = protocol or QUICK
+    in_the_loop = model is not None or step is not None
+    if in_the_loop:
+        check_step_arguments(model, step)  # before anything runs: a model not compiled is said at once
     ds = resolve_pipeline(pipeline)
     build_yours, note = _builder(pipeline, ds)
     progress("tracing your pipeline", 0.0)
@@ -254,6 +279,9 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         before_each(YOURS)
     original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
+    if in_the_loop:
+        progress("the model in the loop: its step on one replayed minibatch, then on your pipeline", 0.1)
+    demand = measure_model(ds, model=model, step=step, pipeline_alone=original.throughput) if in_the_loop else None
     user = pipeline_of(ds)
     progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
     runtime = RuntimeCosts(consumer=consumer_ceiling(ds), consumer_plain=consumer_ceiling(ds, prefetched=False),
@@ -291,6 +319,11 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
     plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=first_epoch)
     plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
+    if demand is not None:
+        trained = [c for c in contenders if c.name in (YOURS, PLUMBKIT, "autotune")]
+        steps = steps_alike(trained, protocol, ds=ds, model=model, step=step, should_stop=should_stop,
+                            on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
+        training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
     progress("done", 1.0)
     return plan
 

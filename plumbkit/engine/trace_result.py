@@ -13,6 +13,7 @@ from typing import Any
 
 from ..analysis.operational import Analysis, OpStats, analyze, bottleneck
 from ..model.costs import Calibration
+from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.samples import RawTrace, snapshot_from_dict, snapshot_to_dict
 from ..planning.decisions import solve
@@ -30,6 +31,7 @@ class Trace:
     file_sizes: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what cannot be done with this pipeline, in plain words
     calibration: Calibration | None = None  # per-operator costs measured alone, after the trace
+    model: ModelDemand | None = None  # the training step's demand, with trace(..., model=/step=)
 
     @property
     def calibrated(self) -> bool:
@@ -120,6 +122,7 @@ class Trace:
             "cardinalities": self.cardinalities, "file_sizes": self.file_sizes,
             "notes": list(self.notes), "source_exact": self.analysis.source_exact,
             "calibration": self.calibration.to_dict() if self.calibration is not None else None,
+            "model": self.model.to_dict() if self.model is not None else None,
         }
 
     @classmethod
@@ -129,10 +132,12 @@ class Trace:
         raw = RawTrace(snapshots=[snapshot_from_dict(s) for s in r["snapshots"]], ended=r["ended"],
                        error=r.get("error"), cores=r["cores"], warmup_seconds=r.get("warmup_seconds", 0.0),
                        epochs_repeated=r.get("epochs_repeated", False))
-        return build_trace(pipeline, raw, cardinalities=d.get("cardinalities", {}),
-                           file_sizes=d.get("file_sizes", {}), notes=tuple(d.get("notes", ())),
-                           source_exact=d.get("source_exact", True),
-                           calibration=Calibration.from_dict(d["calibration"]) if d.get("calibration") else None)
+        trace = build_trace(pipeline, raw, cardinalities=d.get("cardinalities", {}),
+                            file_sizes=d.get("file_sizes", {}), notes=tuple(d.get("notes", ())),
+                            source_exact=d.get("source_exact", True),
+                            calibration=Calibration.from_dict(d["calibration"]) if d.get("calibration") else None)
+        trace.model = ModelDemand.from_dict(d["model"]) if d.get("model") else None
+        return trace
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict()))

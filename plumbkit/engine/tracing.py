@@ -7,7 +7,7 @@ import math
 import os
 import random
 import time
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from ..model.costs import Calibration
 from ..model.errors import PipelineError
@@ -16,6 +16,7 @@ from ..model.samples import RawTrace, Snapshot
 from ..tfdata.graph import pipeline_of, resolve_pipeline, static_cardinalities
 from ..tfdata.tracer import Tracer
 from .calibration import calibrated
+from .demand import check_step_arguments, measure_model
 from .scheduler import INTERRUPTED, Cancelled, Operation, current, operation
 from .trace_result import Trace, build_trace
 
@@ -27,6 +28,7 @@ PipelineLike = Union["tf.data.Dataset", Callable[[], "tf.data.Dataset"]]
 LIVE_NOTE = ("CPU shares: traced wall time (it counts waiting for a core); each operator's CPU is "
              "calibrated alone when the trace ends")
 CALIBRATING_NOTE = "calibrating: each operator runs alone for a moment (CPU shares so far: wall time)"
+MODEL_NOTE = "the model in the loop: its step timed on one replayed minibatch, then on your pipeline"
 #: Above this many files, the source size is estimated from a sample (statting is not free).
 MAX_FILES_STATTED = 10_000
 
@@ -72,7 +74,8 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
           sample_fraction: float | None = None, warmup_batches: int = 0,
           on_update: Callable[[Trace], None] | None = None, update_interval: float = 0.0,
           tracer_ready: Callable[[Tracer], None] | None = None, repeat_epochs: bool = True,
-          calibrate: bool | Calibration = True) -> Trace:
+          calibrate: bool | Calibration = True, model: Any = None,
+          step: Callable[[Any], Any] | None = None) -> Trace:
     """Trace ``pipeline`` (a Dataset or a zero-argument callable returning one).
 
     Runs it for at most ``seconds`` (stopping earlier once throughput is stable within 1%, or
@@ -97,19 +100,29 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     process CPU (``trace.calibrated`` says which). Pass a :class:`Calibration` to reuse one
     (operators matched by label). ``on_update`` gets the uncalibrated trace when the live
     phase ends, then the calibrated one is returned.
+
+    ``model`` (a compiled Keras model, driven through its own ``make_train_function()``) or
+    ``step`` (any callable taking one minibatch): once the pipeline is traced, the training step
+    runs on ideal input (one real minibatch replayed) and on this pipeline, and ``trace.model``
+    (:class:`~plumbkit.model.demand.ModelDemand`) says its steps/s, the share of each step spent
+    waiting for input and what bounds training (:mod:`plumbkit.engine.demand`). The model's
+    variables are restored after, bitwise; a model not compiled, a step that raises or a
+    minibatch the model rejects raise :class:`~plumbkit.model.demand.ModelError` (one line).
     """
     op = current()
+    if model is not None or step is not None:
+        check_step_arguments(model, step)  # before tracing: a model not compiled is said at once
     ds = resolve_pipeline(pipeline)
-    model = pipeline_of(ds)
-    cardinalities = static_cardinalities(ds, model)
-    root_size = cardinalities.get(model.root, -2)
+    pipeline_model = pipeline_of(ds)
+    cardinalities = static_cardinalities(ds, pipeline_model)
+    root_size = cardinalities.get(pipeline_model.root, -2)
     if root_size == 0:
-        raise PipelineError(f"the pipeline is empty: {model[model.root].label} yields no element "
-                            f"(TensorFlow's cardinality is 0); nothing to trace")
+        raise PipelineError(f"the pipeline is empty: {pipeline_model[pipeline_model.root].label} yields "
+                            f"no element (TensorFlow's cardinality is 0); nothing to trace")
     repeated = repeat_epochs and root_size != -1
-    files = sorted({f for op_ in model for f in op_.files})
+    files = sorted({f for op_ in pipeline_model for f in op_.files})
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
-    notes = explain_limits(model, cardinalities)
+    notes = explain_limits(pipeline_model, cardinalities)
 
     tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
                     min_seconds=min_seconds, converge=converge, cores=cores, warmup_batches=warmup_batches)
@@ -117,7 +130,8 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     if on_update is not None:
         live = (*notes, LIVE_NOTE) if calibrate is not False else notes
         tracer.on_snapshot = _live_views(on_update, update_interval, lambda: build_trace(
-            model, tracer.raw, cardinalities=cardinalities, file_sizes=sizes, notes=live, source_exact=exact))
+            pipeline_model, tracer.raw, cardinalities=cardinalities, file_sizes=sizes, notes=live,
+            source_exact=exact))
     if tracer_ready is not None:
         tracer_ready(tracer)
     with op.stopping(tracer.stop):
@@ -128,18 +142,34 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         raw.ended = op.reason or raw.ended
     batches = raw.snapshots[-1].batches if raw.snapshots else 0
     if not op.cancelled and batches == 0 and raw.ended in ("end of data", "no element", "error"):
-        raise PipelineError(nothing_produced(model, raw))
-    notes = (*notes, *run_notes(model, raw, root_size, batches))
-    result = build_trace(model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
+        raise PipelineError(nothing_produced(pipeline_model, raw))
+    notes = (*notes, *run_notes(pipeline_model, raw, root_size, batches))
+    result = build_trace(pipeline_model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
-    if calibrate is not False and not op.cancelled and raw.ended != "error" and result.throughput > 0:
+    measured = not op.cancelled and raw.ended != "error" and result.throughput > 0
+    if measured and (model is not None or step is not None):
+        result.model = _model_in_the_loop(ds, result, model, step, on_update)
+    if calibrate is not False and measured:
         if on_update is not None:
             on_update(dataclasses.replace(result, notes=(*result.notes, CALIBRATING_NOTE)))
-        result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
+        result = dataclasses.replace(_calibrated(ds, result, calibrate if isinstance(calibrate, Calibration)
+                                                 else None, op), model=result.model)
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
     return result
+
+
+def _model_in_the_loop(ds, result: Trace, model: Any, step: Callable[[Any], Any] | None,
+                       on_update: Callable[[Trace], None] | None):
+    """The training step in the loop, once the pipeline is traced (its caches filled, as training's
+    steady state has them, and the trace undisturbed by the model); live views get the verdict."""
+    if on_update is not None:
+        on_update(dataclasses.replace(result, notes=(*result.notes, MODEL_NOTE)))
+    demand = measure_model(ds, model=model, step=step, pipeline_alone=result.throughput)
+    if on_update is not None:
+        on_update(dataclasses.replace(result, model=demand))
+    return demand
 
 
 def _live_views(on_update: Callable[[Trace], None], interval: float,

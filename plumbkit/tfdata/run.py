@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
@@ -48,15 +49,24 @@ def untraced_throughput(ds: tf.data.Dataset, seconds: float, warmup: float,
     return n / elapsed if elapsed > 0 else 0.0
 
 
+def _stepped(it: Iterator[Any], step: Callable[[Any], Any]) -> Iterator[Any]:
+    """``it`` with ``step`` run on each minibatch before it is handed on."""
+    for batch in it:
+        step(batch)
+        yield batch
+
+
 class Runner:
     """A plain ``next()`` loop over one fresh iterator of ``ds`` (epochs repeated): what the
     comparison protocol times. No tracer, no sampling: the pipeline runs as the user's training
-    loop would run it."""
+    loop would run it; with ``step``, the user's training step runs on every minibatch (steps/s)."""
 
-    def __init__(self, ds: tf.data.Dataset):
+    def __init__(self, ds: tf.data.Dataset, step: Callable[[Any], Any] | None = None):
         self._ds = measurable(ds)
         self._it = iter(self._ds)
         self.batches = 0
+        if step is not None:  # the user's training step in the loop: each minibatch feeds one step
+            self._it = _stepped(self._it, step)
 
     def consume(self, batches: int, *, limit: float) -> tuple[int, float]:
         """Take up to ``batches`` minibatches within ``limit`` seconds; (taken, seconds)."""

@@ -1,0 +1,187 @@
+"""The model in the loop (issue 27): the step's demand, the input-bound share, the model untouched.
+
+A planted step whose time is set (a ``tf.function`` whose ``py_function`` sleeps) is fed by a
+planted pipeline whose time per minibatch is set the same way, in both regimes: model-bound (a
+fast pipeline behind a prefetch, a slow step) and input-bound (a slow pipeline, a fast step).
+plumbkit's input-bound share (time waiting in ``next()`` / step time) is checked against an
+independent figure this file measures with its own loop: 1 - (steps/s on the pipeline) / (steps/s
+on one replayed minibatch), the share of a step the pipeline adds over ideal input.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import plumbkit
+import plumbkit.engine.compare
+import plumbkit.engine.demand
+from plumbkit.model.demand import ModelError
+from plumbkit.tfdata.model_state import StateGuard, keras_variables
+
+from conftest import measured_against_the_clock
+
+keras = pytest.importorskip("keras")
+
+
+def _sleeper(seconds: float):
+    def sleep(x):
+        time.sleep(seconds)
+        return x
+    return sleep
+
+
+def planted_pipeline(ms_per_batch: float) -> tf.data.Dataset:
+    """Minibatches of four (x, y) rows, each minibatch costing ``ms_per_batch`` of sleep, prefetched."""
+    ds = tf.data.Dataset.random(seed=1).batch(4)  # infinite and random: nothing to cache
+    ds = ds.map(lambda i: tf.py_function(_sleeper(ms_per_batch / 1000), [tf.cast(i, tf.float32)], tf.float32))
+    ds = ds.map(lambda v: (tf.reshape(tf.tile(v, [8]), [4, 8]), tf.reshape(v, [4, 1])))
+    return ds.prefetch(2)
+
+
+def planted_step(ms_per_step: float):
+    """A custom tf.function train step that takes ``ms_per_step`` (a sleep) on any minibatch."""
+    @tf.function
+    def step(batch):
+        x, _ = batch
+        return tf.py_function(_sleeper(ms_per_step / 1000), [tf.reduce_sum(x)], tf.float32)
+    return step
+
+
+def own_loop_input_bound(ds: tf.data.Dataset, step, rounds: int = 5, steps: int = 4) -> float:
+    """The independent figure: the step timed by a plain loop on one replayed minibatch and on the
+    pipeline, in alternating runs of ``steps`` (a shared machine's drift slows both alike; each
+    run's first steps, which a prefetch filled meanwhile, are not timed); the share of a step the
+    pipeline adds over ideal input, the median over the rounds (a burst of load spoils one round)."""
+    iterators = {"ideal": iter(ds.take(1).cache().repeat()), "yours": iter(ds)}
+    shares = []
+    for _ in range(rounds):
+        seconds = {}
+        for name, it in iterators.items():
+            for _ in range(3):
+                step(next(it))
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step(next(it))
+            seconds[name] = time.perf_counter() - t0
+        shares.append(max(0.0, 1.0 - seconds["ideal"] / seconds["yours"]))
+    return float(np.median(shares))
+
+
+def small_keras_model(features: int = 8):
+    model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dropout(0.3), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+    return model
+
+
+def bits(variables) -> list[bytes]:
+    return [np.ascontiguousarray(v.numpy()).tobytes() for v in variables]
+
+
+@measured_against_the_clock
+@pytest.mark.parametrize("regime, pipeline_ms, step_ms", [("model-bound", 3, 30), ("input-bound", 40, 8)])
+def test_input_bound_share_matches_an_independent_loop(regime, pipeline_ms, step_ms):
+    """Within 10 points of the own loop's figure, in both regimes, and the verdict names the
+    regime. Truth and estimate are timed a second apart on a shared machine: one rerun."""
+    step = planted_step(step_ms)
+    demand = plumbkit.engine.demand.measure_model(planted_pipeline(pipeline_ms), step=step, seconds=0.5)
+    truth = own_loop_input_bound(planted_pipeline(pipeline_ms), step)
+    assert abs(demand.input_bound - truth) <= 0.10, (demand, truth)
+    assert demand.verdict.startswith(regime), demand.verdict
+    assert demand.kind == "tf.function step"
+    assert demand.ideal_steps_per_s > demand.steps_per_s * (1.5 if regime == "input-bound" else 0.8)
+
+
+def test_keras_model_through_its_train_function_is_left_bitwise_unchanged():
+    """trace(..., model=) drives the model's own train function; every variable (weights, seeds,
+    Adam's slots and iteration counter, metrics) comes back bitwise, and its train function too.
+    The negative control: one real training step changes the bits this check reads."""
+    model = small_keras_model()
+    existing = keras_variables(model)  # Adam's slots and the metrics are built on the first step
+    before = bits(existing)
+    trace = plumbkit.trace(lambda: planted_pipeline(1), model=model, seconds=0.6, min_seconds=0.3, calibrate=False)
+    d = trace.model
+    built = [v for v in keras_variables(model) if all(v is not e for e in existing)]
+    assert built and all(not np.any(v.numpy()) for v in built if "learning_rate" not in v.path), \
+        "what fit() builds before its first step (slots, counters, metrics) is as fit builds it: zeros"
+    assert d.kind == "keras model" and d.ideal_steps_per_s > 0 and d.steps_per_s > 0
+    assert 0.0 <= d.input_bound <= 1.0 and d.cpu_per_step > 0
+    assert d.restored == len(keras_variables(model)) >= 4 + 2 + 4  # weights, optimizer, metrics
+    assert d.verdict.split(":")[0] in ("model-bound", "input-bound", "input-bound on shared cores")
+    assert bits(existing) == before
+    assert model.train_function is None and int(model.optimizer.iterations.numpy()) == 0
+    assert type(trace).from_dict(trace.to_dict()).model == d
+    model.train_on_batch(*next(iter(planted_pipeline(0))))  # negative control
+    assert bits(existing) != before
+
+
+def test_plain_python_step_and_its_closure_variables_are_restored():
+    """A plain Python loop body: its closure's variable counts the steps it ran, and is put back."""
+    counter = tf.Variable(0, dtype=tf.int64)
+
+    def step(batch):
+        counter.assign_add(1)
+        time.sleep(0.002)
+
+    d = plumbkit.engine.demand.measure_model(planted_pipeline(0.5), step=step, seconds=0.3)
+    assert d.kind == "python step" and d.restored >= 1 and d.steps_per_s > 0
+    assert int(counter.numpy()) == 0
+
+
+def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchanged():
+    model = small_keras_model()
+    guard = StateGuard(keras_variables(model), reach="test")
+    plan = plumbkit.optimize(lambda: planted_pipeline(1), model=model, seconds=0.5, compare=False,
+                             protocol=plumbkit.engine.compare.BRIEF)
+    assert plan.model is not None and plan.model.kind == "keras model"
+    assert plan.measured_steps_per_s and plan.measured_steps_per_s > 0
+    assert plan.predicted_steps_per_s and plan.predicted_steps_per_s > 0
+    assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0
+    assert guard.changed() == []
+
+
+class TestBadInput:
+    """One clear line each (a PipelineError), and nothing of the model changed."""
+
+    def test_a_model_not_compiled(self):
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+        with pytest.raises(ModelError, match="not compiled") as err:
+            plumbkit.trace(lambda: planted_pipeline(0), model=model, seconds=0.3, calibrate=False)
+        assert isinstance(err.value, plumbkit.PipelineError) and "\n" not in str(err.value)
+
+    def test_a_minibatch_the_model_rejects(self):
+        model = small_keras_model(features=5)
+        before = bits(keras_variables(model))
+        with pytest.raises(ModelError, match="rejects the pipeline's minibatches.*expected axis -1") as err:
+            plumbkit.engine.demand.measure_model(planted_pipeline(0), model=model, seconds=0.2)
+        assert "\n" not in str(err.value)
+        assert bits(keras_variables(model)) == before
+
+    @pytest.mark.parametrize("fails_at", [1, 5])
+    def test_a_step_that_raises_first_or_later(self, fails_at):
+        moved = tf.Variable(1.5)
+        calls = []
+
+        def step(batch):
+            calls.append(1)
+            moved.assign_add(1.0)
+            if len(calls) >= fails_at:
+                raise RuntimeError("the step broke")
+
+        with pytest.raises(ModelError, match="raised.*the step broke") as err:
+            plumbkit.engine.demand.measure_model(planted_pipeline(0), step=step, seconds=0.2)
+        assert "\n" not in str(err.value)
+        assert float(moved.numpy()) == 1.5
+
+    @pytest.mark.parametrize("kwargs, said", [
+        (dict(model="not a model"), "compiled Keras model"),
+        (dict(step=3), "callable"),
+        (dict(model=object(), step=print), "not both"),
+    ])
+    def test_what_is_not_a_model_or_step(self, kwargs, said):
+        with pytest.raises(ModelError, match=said):
+            plumbkit.trace(lambda: planted_pipeline(0), seconds=0.3, calibrate=False, **kwargs)
