@@ -71,9 +71,6 @@ class RuntimeCosts:
     consumer_plain: float | None = None
     #: CPU seconds per element written into a memory cache while it fills (None: as a read)
     cache_put: float | None = None
-    #: seconds each restart of the user's epoch costs beyond its minibatches' steady time
-    #: (:class:`EpochRestarts`; None: not measured, or the epoch is infinite or long)
-    restarts: "EpochRestarts | None" = None
 
     @property
     def cache_write(self) -> float:
@@ -92,33 +89,6 @@ class RuntimeCosts:
     def best_consumer(self) -> float | None:
         """The consumer's ceiling in its better form (the allocation LP's)."""
         return max((c for c in (self.consumer, self.consumer_plain) if c), default=None)
-
-
-@dataclass(frozen=True)
-class EpochRestarts:
-    """A finite epoch repeated: every epoch builds the iterator of the part below the repeat
-    again (its threads, a shuffle buffer refilled, the first elements through the pipeline's
-    depth), and the cores idle meanwhile (method.md, "Epoch restarts").
-
-    ``minibatches``: minibatches per epoch at the root. ``startup``: seconds each restart adds to
-    the epoch's ``minibatches / rate``, measured on the user's pipeline at trace time (epoch time
-    less the mid-epoch rate's, :func:`plumbkit.tfdata.runtime_costs.epoch_restart`).
-    """
-
-    minibatches: float
-    startup: float
-
-    def stretched(self, steady: float) -> float:
-        """The epoch-averaged rate of a steady ``steady`` minibatches/s: ``N / (N / R + T)``."""
-        if not (steady > 0 and math.isfinite(steady)) or self.minibatches <= 0:
-            return steady
-        return self.minibatches / (self.minibatches / steady + self.startup)
-
-    def name(self, steady: float) -> str:
-        """The limit's name: restarts per second at the stretched rate, what each costs, and the
-        steady limit it stretches (its binding)."""
-        return (f"epoch restarts ({self.stretched(steady) / self.minibatches:.1f} per s, "
-                f"{self.startup * 1e3:.0f} ms each)")
 
 
 class Traced(Protocol):
@@ -432,9 +402,6 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
     if not limits:
         return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
     binding = min(limits, key=limits.get)
-    if rt.restarts is not None and rt.restarts.startup > 0 and not filling:  # a short epoch repeated
-        steady, binding = limits[binding], f"{rt.restarts.name(limits[binding])} on {binding}"
-        limits[binding] = rt.restarts.stretched(steady)
     return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
 
 
