@@ -59,3 +59,41 @@ def test_a_trace_pinned_to_one_cpu_plans_for_one_core():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert "cores 1 1" in out.stdout, out.stdout + out.stderr
+
+
+_NEIGHBOURS_SEEN = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    if sys.argv[1] == "outweigh":
+        Path("/proc/self/autogroup").write_text("-20")
+    from plumbkit.host import machine
+    start = machine.read_machine()
+    time.sleep(1.0)
+    print(machine.neighbour_cores(start, machine.read_machine()))
+""")
+
+
+def _autogroup_writable() -> bool:
+    try:
+        return (open("/proc/sys/kernel/sched_autogroup_enabled").read().strip() == "1"
+                and os.access("/proc/self/autogroup", os.W_OK))
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _autogroup_writable(), reason="needs autogroups on and /proc/self/autogroup writable")
+def test_a_session_that_outweighs_the_others_counts_no_neighbour():
+    """A spinner in a session of its own takes a core from a nice-0 session, which counts it as a
+    neighbour; from a session at autogroup nice -20 it only fills idle cycles, and counts none."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+    try:
+        seen = {}
+        for mode in ("plain", "outweigh"):
+            out = subprocess.run([sys.executable, "-c", _NEIGHBOURS_SEEN, mode], capture_output=True,
+                                 text=True, check=True, start_new_session=True).stdout
+            seen[mode] = float(out.strip().splitlines()[-1])
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert seen["outweigh"] == 0.0
+    assert seen["plain"] > 0.5, seen  # the spinner's core (and whatever else runs here)
