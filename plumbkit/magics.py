@@ -122,6 +122,12 @@ class PlumbMagics(Magics):
     @argument("--optimize", action="store_true",
               help="trace, then run the full optimization in this cell (progress; interrupt to cancel)")
     @argument("--step", action="store_true", help="trace, then take one bottleneck step in this cell")
+    @argument("--model", default=None, metavar="NAME",
+              help="a compiled Keras model (its variable): its training step runs in the loop; the header "
+                   "says input-bound or model-bound, the plan gives training steps/s")
+    @argument("--train-step", default=None, metavar="NAME",
+              help="your train step instead of a Keras model (the variable of a callable taking one "
+                   "minibatch, e.g. a tf.function), run in the loop")
     @argument("--export", action="store_true", help="with --optimize: propose the optimized cell below")
     @argument("--protocol", choices=tuple(PROTOCOLS), default="quick", help=PROTOCOL_HELP)
     @argument("--no-widget", action="store_true", help="plain text instead of the widget (as in a terminal)")
@@ -185,6 +191,11 @@ class PlumbMagics(Magics):
         from .host.quiet import quiet
         from .model.errors import PipelineError
         try:
+            args.in_the_loop = self._in_the_loop(args)
+        except PlumbUsageError as err:
+            print(f"plumbkit: {err}")
+            return None
+        try:
             with quiet(args.verbose):
                 if args.no_widget or not has_widget_frontend(self.shell):
                     return self._text(pipeline, args, budget)
@@ -195,13 +206,26 @@ class PlumbMagics(Magics):
             print("plumbkit: interrupted; nothing was changed")
         return None
 
+    def _in_the_loop(self, args) -> dict[str, Any]:
+        """``--model NAME`` / ``--train-step NAME``: the objects they name, as trace() and
+        optimize() take them (``model=``, ``step=``)."""
+        found = {}
+        for option, name, key in (("--model", args.model, "model"), ("--train-step", args.train_step, "step")):
+            if name is None:
+                continue
+            if name not in self.shell.user_ns:
+                raise PlumbUsageError(f"{option}: no variable {name!r} in the namespace")
+            found[key] = self.shell.user_ns[name]
+        return found
+
     def _widget(self, pipeline, args, budget, cell):
         """Display the one widget; with --optimize / --step run them here, in the cell."""
         from .widgets import PlumbWidget
         one_shot = args.optimize or args.step
         widget = PlumbWidget(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches,
                              memory_budget=budget, cell_source=cell, namespace=self.shell.user_ns,
-                             live=not one_shot, verbose=args.verbose, protocol=args.protocol)
+                             live=not one_shot, verbose=args.verbose, protocol=args.protocol,
+                             in_the_loop=args.in_the_loop)
         self.last_widget = widget
         self.shell.user_ns["plumb_widget"] = widget
         widget.display_handle = display(widget, display_id=True)
@@ -232,7 +256,8 @@ class PlumbMagics(Magics):
 
         from .engine import optimize, step, trace as trace_pipeline
         from .render.progress import ProgressPrinter
-        trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches)
+        trace = trace_pipeline(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches,
+                               **args.in_the_loop)
         self.last_trace = trace
         print(trace)
         if trace.partial:
@@ -252,7 +277,7 @@ class PlumbMagics(Magics):
             progress = ProgressPrinter(sys.stdout, prefix="plumbkit: ")
             plan = optimize(pipeline, cores=args.cores, memory_budget=budget,
                             seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress,
-                            protocol=PROTOCOLS[args.protocol])
+                            protocol=PROTOCOLS[args.protocol], **args.in_the_loop)
             progress.close()
             print(plan)
             if plan.partial:

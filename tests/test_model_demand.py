@@ -185,3 +185,33 @@ class TestBadInput:
     def test_what_is_not_a_model_or_step(self, kwargs, said):
         with pytest.raises(ModelError, match=said):
             plumbkit.trace(lambda: planted_pipeline(0), seconds=0.3, calibrate=False, **kwargs)
+
+
+def test_the_widget_header_shows_the_verdict():
+    """The live trace's header carries the verdict once the step has run in the loop (a 20 ms
+    pipeline, a 2 ms step: the model waits most of each step)."""
+    from plumbkit.widgets.live import LiveTraceWidget
+    live = LiveTraceWidget(lambda: planted_pipeline(20), seconds=0.5, min_seconds=0.3, start=False,
+                           calibrate=False, step=planted_step(2))
+    trace = live.run_here()
+    assert trace.model is not None and trace.model.bound == "pipeline"
+    assert "plumbkit-verdict" in live.title.value and "input-bound: the model waits" in live.title.value
+    live.close()
+
+
+@pytest.fixture(scope="module")
+def ip():
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "plumbkit")
+    return shell
+
+
+def test_the_magic_takes_a_train_step_by_name(ip, capsys):
+    ip.user_ns["planted_step"], ip.user_ns["planted_pipeline"] = planted_step(1), planted_pipeline
+    ip.run_cell_magic("plumb", "-s 0.5 --no-widget --train-step planted_step", "ds = planted_pipeline(0.5)\nds")
+    out = capsys.readouterr().out
+    assert "training step (tf.function step), in the loop: " in out and "Traceback" not in out
+    ip.run_cell_magic("plumb", "-s 0.5 --no-widget --model no_such_model", "ds = planted_pipeline(0.5)\nds")
+    said = capsys.readouterr().out.strip().splitlines()[-1]  # after the cell's own output (its dataset)
+    assert said == "plumbkit: --model: no variable 'no_such_model' in the namespace"

@@ -70,6 +70,8 @@ def summary_lines(trace: "Trace") -> list[str]:
         f"trace ended: {trace.ended})",
         bottleneck_line(trace),
     ]
+    if trace.model is not None:
+        lines.append(f"training step ({trace.model.kind}), in the loop: {trace.model.verdict}")
     lines.append(allocation_bound_line(trace))
     if (neighbours := neighbours_line(trace)) is not None:
         lines.append(neighbours)
@@ -169,6 +171,22 @@ def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
     out.append((f"prediction error (before the fact{against})", pct(plan.prediction_error)))
     if plan.speedup is not None:
         out.append(("speed-up over yours, measured", plan.speedup.verdict))
+    return out + training_figures(plan)
+
+
+def training_figures(plan: "Plan") -> list[tuple[str, str]]:
+    """With a model in the loop: its verdict, and training steps/s predicted and measured alike."""
+    if plan.model is None:
+        return []
+    out = [("training step, in the loop", plan.model.verdict)]
+    if plan.predicted_steps_per_s is not None:
+        out.append(("training steps/s of the plan, predicted before any rewrite",
+                    f"{plan.predicted_steps_per_s:,.1f}"))
+    measured = ", ".join(f"{name} {value:,.1f}" for name, value in plan.steps_baselines.items())
+    if plan.ideal_steps_per_s:
+        measured += f"; ideal input {plan.ideal_steps_per_s:,.1f}"
+    if measured:
+        out.append(("training steps/s, measured alike with the step in the loop", measured))
     return out
 
 

@@ -9,7 +9,7 @@ click never starts a second measurement beside the first.
 from __future__ import annotations
 
 import html
-from typing import Any, MutableMapping
+from typing import Any, Mapping, MutableMapping
 
 import ipywidgets as w
 
@@ -30,21 +30,25 @@ class PlumbWidget(w.Tab):
     ``live=True`` starts the trace in the background at once (the cell returns); the one-shot
     paths build it with ``live=False`` and call :meth:`run_optimize` or :meth:`run_step` from the
     cell. Its display carries a static HTML copy of the results (``text/html``), refreshed when
-    an operation ends, for notebooks rendered without a kernel.
+    an operation ends, for notebooks rendered without a kernel. ``in_the_loop`` (``{"model": m}``
+    or ``{"step": fn}``, what ``%%plumb --model`` / ``--train-step`` name) puts the user's training
+    step in the loop of the trace (the header shows its verdict) and of the optimization.
     """
 
     def __init__(self, pipeline: Any, *, seconds: float = 10.0, cores: int | None = None,
                  max_batches: int | None = None, memory_budget: float | None = None,
                  cell_source: str | None = None, namespace: MutableMapping[str, Any] | None = None,
-                 live: bool = True, verbose: bool = False, protocol: str = "quick"):
+                 live: bool = True, verbose: bool = False, protocol: str = "quick",
+                 in_the_loop: Mapping[str, Any] | None = None):
         self.live = LiveTraceWidget(pipeline, seconds=seconds, cores=cores, max_batches=max_batches,
-                                    start=False, verbose=verbose)
+                                    start=False, verbose=verbose, **(in_the_loop or {}))
         step_seconds = max(1.0, min(3.0, seconds / 3))
         self.stepping = SteppingWidget(pipeline, namespace=namespace, seconds=step_seconds, verbose=verbose)
         self.optimize = OptimizePanel(pipeline, cell_source=cell_source,
                                       seconds=max(2.0, min(5.0, seconds / 2)), cores=cores,
                                       memory_budget=memory_budget, verbose=verbose, protocol=protocol)
         self.offload = OffloadPanel(pipeline, cell_source=cell_source, seconds=max(0.5, min(1.5, seconds / 6)))
+        self.optimize.options.update(in_the_loop or {})  # model= / step=: the training step in the loop
         self.display_handle: Any = None  # set by whoever displays it (the magic)
         super().__init__(children=[self.live, self.stepping, self.optimize, self.offload])
         for i, title in enumerate(("Trace (live)", "Step", "Optimize", "Offload")):

@@ -89,6 +89,16 @@ def status_text(trace: Trace, state: str, bottleneck: Any = None) -> str:
             + (f" · bottleneck {bottleneck.label}" if bottleneck else ""))
 
 
+def verdict_html(trace: Trace) -> str:
+    """The training step's verdict for the header, once measured (``trace(..., model=/step=)``):
+    "input-bound: the model waits 63% of each step for input (...)" in the bottleneck's colour,
+    "model-bound: ..." in green."""
+    if trace.model is None:
+        return ""
+    color = "#2a7a2a" if trace.model.bound == "model" else "#b35900"
+    return f" · <span class='plumbkit-verdict' style='color:{color}'>{html.escape(trace.model.verdict)}</span>"
+
+
 def ended_text(trace: Trace) -> str:
     """How a trace ended, in the words the status line uses."""
     if trace.partial:
@@ -191,7 +201,7 @@ class LiveTraceWidget(w.VBox):
         with self._lock:
             self.renders += 1
             bottleneck = trace.bottleneck
-            self.title.value = f"<b>plumbkit</b> · {html.escape(state)}"
+            self.title.value = f"<b>plumbkit</b> · {html.escape(state)}" + verdict_html(trace)
             self.status.value = status_text(trace, state, bottleneck)
             self.table.value = table_html(trace, bottleneck)
             self.chart.value = svg_lines({"minibatches/s": throughput_series(trace)},
