@@ -1,4 +1,4 @@
-"""``plumbkit`` on the command line: ``demo``, ``trace`` and ``bench``. Thin: parse, call, print.
+"""``plumbkit`` on the command line: ``demo``, ``trace``, ``cache`` and ``bench``. Thin: parse, call, print.
 
 Quiet by default: TensorFlow's log level is set before TensorFlow is imported and its start-up
 notices are dropped, other libraries' chatter is silenced while plumbkit runs (``--verbose``
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 
 from .host.quiet import quiet, tensorflow_imported_quietly
 from .model.protocol import PROTOCOL_HELP, PROTOCOLS
@@ -134,6 +135,30 @@ def cmd_service_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``plumbkit cache list|clear``: the disk tier's caches, where they are and how large."""
+    from .model.disk_tier import clear_caches, list_caches, resolve_cache_dir
+    from .model.units import human_bytes
+    where = resolve_cache_dir(args.dir)
+    if args.cache_command == "clear":
+        freed = clear_caches(where, args.fingerprint)
+        print(f"plumbkit cache: freed {human_bytes(freed)} in {where}")
+        return 0
+    entries = [e for e in list_caches(where)
+               if args.fingerprint is None or e.fingerprint.startswith(args.fingerprint)]
+    if not entries:
+        print(f"plumbkit cache: no caches in {where}")
+        return 0
+    print(f"{'fingerprint':<24}  {'form':<5} {'size':>9} {'elements':>9}  {'created':<16}  state")
+    for e in entries:
+        created = time.strftime("%Y-%m-%d %H:%M", time.localtime(e.created))
+        elements = "—" if e.elements is None else str(e.elements)
+        state = "complete" if e.complete else "filling (or left by a stopped process)"
+        print(f"{e.fingerprint:<24}  {e.form:<5} {human_bytes(e.bytes):>9} {elements:>9}  {created:<16}  {state}")
+    print(f"{len(entries)} cache(s), {human_bytes(sum(e.bytes for e in entries))} in {where}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plumbkit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -170,6 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--worker-timeout-ms", type=int, default=1000)
     up.add_argument("--seconds", type=float, default=None, help="stop after this long (default: until Ctrl-C)")
     up.set_defaults(func=cmd_service_up)
+    cache = sub.add_parser("cache", help="the disk tier's caches: list them, or clear them")
+    cache.add_argument("cache_command", choices=("list", "clear"))
+    cache.add_argument("--dir", default=None, help="the cache folder (default: ~/.cache/plumbkit)")
+    cache.add_argument("--fingerprint", default=None, help="only the caches whose fingerprint starts so")
+    cache.set_defaults(func=cmd_cache)
     try:
         from . import bench
         bench_parser = sub.add_parser("bench", parents=[common],
