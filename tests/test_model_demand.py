@@ -19,7 +19,7 @@ import tensorflow as tf
 import plumbkit
 import plumbkit.engine.compare
 import plumbkit.engine.demand
-from plumbkit.model.demand import ModelError
+from plumbkit.model.demand import ModelDemand, ModelError
 from plumbkit.tfdata.model_state import StateGuard, keras_variables
 
 from conftest import measured_against_the_clock
@@ -142,6 +142,19 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
     assert plan.predicted_steps_per_s and plan.predicted_steps_per_s > 0
     assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0
     assert guard.changed() == []
+
+
+@pytest.mark.parametrize("demand, bound, starts", [
+    (ModelDemand(100, 98, 0.01, 0.001), "model", "model-bound: the model waits 1% of each step"),
+    (ModelDemand(100, 60, 0.02, 0.001), "shared cores", "model-bound: the model waits 2%"),  # ran 1.6x slower
+    (ModelDemand(100, 37, 0.63, 0.001, pipeline_alone=40), "pipeline", "input-bound: the model waits 63% of each step"),
+    (ModelDemand(100, 50, 0.5, 0.005, pipeline_alone=120), "shared cores", "input-bound on shared cores: "),
+])
+def test_the_verdict_names_what_bounds_training(demand, bound, starts):
+    """Hand-built demands: the TF Profiler's 5% line, the pipeline alone against the model's
+    demand, and a step stretched beside the pipeline decide the verdict."""
+    assert demand.bound == bound and demand.verdict.startswith(starts), demand.verdict
+    assert ("share the cores" in demand.verdict) == (demand.step_stretch >= 1.25)
 
 
 class TestBadInput:

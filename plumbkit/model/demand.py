@@ -22,6 +22,11 @@ HIGHLY_INPUT_BOUND = 0.20
 #: two are slowed by the cores they share, not by what the pipeline can do alone. Judgement: the
 #: comparison protocol calls differences within ~5% "no measurable change".
 SHARED_CORES_MARGIN = 0.95
+#: The step itself (its time less its wait) runs this many times slower beside the pipeline than
+#: on ideal input: the two compete for the cores (and Python's GIL). Judgement from the planted
+#: cases: a 0.7 ms Keras step beside a 2 ms py_function pipeline ran 1.0-2.6x slower at load 5-7
+#: on 2 cores, a sleeping step beside a sleeping pipeline 0.9-1.15x.
+STRETCHED_STEP = 1.25
 
 
 class ModelError(PipelineError):
@@ -59,11 +64,20 @@ class ModelDemand:
         return self.cpu_per_step * self.ideal_steps_per_s
 
     @property
+    def step_stretch(self) -> float:
+        """The step's own time beside your pipeline (step time less its wait) over its time on
+        ideal input: above 1, the pipeline slows the step itself (shared cores, the GIL)."""
+        if not self.steps_per_s or not self.ideal_steps_per_s:
+            return 1.0
+        return (1.0 - self.input_bound) * self.ideal_steps_per_s / self.steps_per_s
+
+    @property
     def bound(self) -> str:
         """What bounds training: ``"model"``, ``"pipeline"`` or ``"shared cores"`` (the step waits
-        although the pipeline alone would keep up with the model)."""
+        although the pipeline alone would keep up with the model, or it hardly waits but runs
+        :data:`STRETCHED_STEP` times slower beside the pipeline)."""
         if self.input_bound < MODERATELY_INPUT_BOUND:
-            return "model"
+            return "shared cores" if self.step_stretch >= STRETCHED_STEP else "model"
         if self.pipeline_alone and self.pipeline_alone >= SHARED_CORES_MARGIN * self.ideal_steps_per_s:
             return "shared cores"
         return "pipeline"
@@ -74,18 +88,20 @@ class ModelDemand:
         waits = f"the model waits {100 * self.input_bound:.0f}% of each step for input"
         rates = (f"{self.steps_per_s:,.1f} steps/s with your pipeline, {self.ideal_steps_per_s:,.1f} "
                  f"on ideal input")
-        if self.bound == "model":
+        stretched = (f"; the step itself ran {self.step_stretch:.1f}× slower beside your pipeline than on "
+                     f"ideal input: they share the cores" if self.step_stretch >= STRETCHED_STEP else "")
+        if self.input_bound < MODERATELY_INPUT_BOUND:
             alone = ""
             if self.pipeline_alone and self.ideal_steps_per_s > 0:
                 alone = (f"; your pipeline alone gives {self.pipeline_alone:,.1f} minibatches/s, "
                          f"{self.pipeline_alone / self.ideal_steps_per_s:.1f}× what the model takes")
-            return f"model-bound: {waits} ({rates}){alone}"
+            return f"model-bound: {waits} ({rates}){alone}{stretched}"
         degree = "highly" if self.input_bound >= HIGHLY_INPUT_BOUND else "moderately"
-        if self.bound == "shared cores":
+        if self.bound == "shared cores" and self.pipeline_alone:
             return (f"input-bound on shared cores: {waits} ({rates}), though your pipeline alone gives "
                     f"{self.pipeline_alone:,.1f} minibatches/s: the model ({self.model_cores:.1f} cores "
-                    f"at its ideal rate) and the pipeline compete for the same cores")
-        return f"input-bound: {waits} ({degree} input-bound, as the TF Profiler classes it; {rates})"
+                    f"at its ideal rate) and the pipeline compete for the same cores{stretched}")
+        return f"input-bound: {waits} ({degree} input-bound, as the TF Profiler classes it; {rates}){stretched}"
 
     def with_pipeline(self, throughput: float | None) -> "ModelDemand":
         """The same demand, told the pipeline's own throughput (the trace's)."""
@@ -101,4 +117,4 @@ class ModelDemand:
         return cls(**{**d, "notes": tuple(d.get("notes", ()))})
 
 
-__all__ = ["HIGHLY_INPUT_BOUND", "MODERATELY_INPUT_BOUND", "ModelDemand", "ModelError"]
+__all__ = ["HIGHLY_INPUT_BOUND", "MODERATELY_INPUT_BOUND", "STRETCHED_STEP", "ModelDemand", "ModelError"]
