@@ -28,6 +28,7 @@ class DiskMeasurement:
     probe_bytes: float  # what the probe wrote (removed afterwards)
     probe_seconds: float  # what the probe took, wall
     evicted: bool = True  # False: the page cache could not be dropped (the read may be optimistic)
+    write_setup_seconds: float = 0.0  # a fill's fixed cost: writing one element (tracing, threads, sync)
 
     def read_limit(self, bytes_per_minibatch: float) -> float:
         """Minibatches/s the directory can read back at ``bytes_per_minibatch``."""

@@ -79,7 +79,7 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
         read_bandwidth=per_element * elements / max(read, MIN_SECONDS),
         read_cpu_per_element=read_cpu / max(elements, 1),
         free_bytes=free, probe_bytes=one_bytes + many_bytes, probe_seconds=time.perf_counter() - started,
-        evicted=evicted)
+        evicted=evicted, write_setup_seconds=one_write)
 
 
 def _write(data: np.ndarray, path: Path) -> tuple[float, float, tf.data.Dataset]:
