@@ -139,6 +139,7 @@ def test_the_first_epoch_is_planned_predicted_and_compared_like_with_like():
     fill, steady = plan.fill_prediction, plan.prediction
     assert fill is not None and plan.fill_seconds == pytest.approx(fill_seconds(fill, plan.warmup_batches))
     assert "first epoch (fills the cache): predicted" in report and "then" in report, report
+    assert "plumbkit-first-epoch" in plan._repr_html_() and "no cache was filled first" in plan._repr_html_()
     # the comparison could not fill the cache in 0.1 s: first epochs, beside the fill's prediction
     assert plan.first_epoch and plan.compared_prediction is fill and plan.comparison.first_epoch, report
     assert any("measured in its first epoch" in n for n in plan.notes), report
