@@ -20,7 +20,7 @@ from plumbkit import cli
 from plumbkit.model.disk_tier import tree_bytes
 from plumbkit.tfdata.disk_tier import (KEEP_FREE_BYTES, FillInProgressError, FillInterrupted,
                                        NotCacheableError, SpaceError, clear_caches, default_cache_dir,
-                                       fingerprint, list_caches, on_disk)
+                                       find_cache, fingerprint, list_caches, on_disk)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +61,7 @@ def test_reads_back_the_same_elements_in_order_and_fills_once(tmp_path):
         assert a["id"] == b["id"] and a["name"] == b["name"] and np.array_equal(a["pixels"], b["pixels"])
     [entry] = list_caches(tmp_path)
     assert entry.complete and entry.elements == 1003 and entry.bytes == tree_bytes(entry.path)
+    assert find_cache(ds, tmp_path) == entry and find_cache(ds.take(5), tmp_path) is None
     again = on_disk(ds, tmp_path)  # found, not filled again
     assert list_caches(tmp_path) == [entry]
     assert [int(e["id"]) for e in again.as_numpy_iterator()] == list(range(1003))
