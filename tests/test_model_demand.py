@@ -140,7 +140,7 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
     assert plan.model is not None and plan.model.kind == "keras model"
     assert plan.measured_steps_per_s and plan.measured_steps_per_s > 0
     assert plan.predicted_steps_per_s and plan.predicted_steps_per_s > 0
-    assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0
+    assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0 and plan.trace.model is plan.model
     assert guard.changed() == []
 
 

@@ -39,7 +39,8 @@ MODEL_SECONDS = 0.6
 #: The contender of the steps comparison fed one replayed minibatch (the model's demand, measured alike).
 IDEAL_INPUT = "ideal input"
 
-__all__ = ["IDEAL_INPUT", "MODEL_SECONDS", "check_step_arguments", "input_bound", "measure_model", "steps_alike", "stepping", "training_figures"]
+__all__ = ["IDEAL_INPUT", "MODEL_SECONDS", "check_step_arguments", "input_bound", "measure_model", "stepping",
+           "training_alike", "training_figures"]
 
 
 def input_bound(ideal: StepWindow, yours: StepWindow) -> float:
@@ -74,42 +75,53 @@ def stepping(ds: "tf.data.Dataset", *, model: Any = None, step: Callable[[Any], 
         driver.close()
 
 
-def measure_model(ds: "tf.data.Dataset", *, model: Any = None, step: Callable[[Any], Any] | None = None,
-                  seconds: float = MODEL_SECONDS, pipeline_alone: float | None = None) -> ModelDemand:
-    """The model's demand on ``ds``: steps/s on ideal input and on ``ds``, the share of each step
-    spent waiting for input, the model's CPU per step; the model is left exactly as it was."""
-    with stepping(ds, model=model, step=step) as driver:
-        try:
-            ideal, yours = measure_step_demand(ds, driver, ds, seconds=seconds, should_stop=_should_stop())
-        except (ModelError, KeyboardInterrupt):
-            raise
-        except Exception as err:  # noqa: BLE001 - a step that raises later: one line
-            raise ModelError(f"the {driver.kind} raised while measured: {step_error_line(err)}") from None
-        notes = (f"restored after measuring: {len(driver.guard)} variables ({driver.guard.reach})",)
+def _demand(driver: StepDriver, ds: "tf.data.Dataset", *, seconds: float,
+            pipeline_alone: float | None) -> ModelDemand:
+    """The demand of an open driver's step: ideal input, then ``ds``, ``seconds`` each."""
+    try:
+        ideal, yours = measure_step_demand(ds, driver, ds, seconds=seconds, should_stop=_should_stop())
+    except (ModelError, KeyboardInterrupt):
+        raise
+    except Exception as err:  # noqa: BLE001 - a step that raises later: one line
+        raise ModelError(f"the {driver.kind} raised while measured: {step_error_line(err)}") from None
+    notes = (f"restored after measuring: {len(driver.guard)} variables ({driver.guard.reach})",)
     return ModelDemand(ideal_steps_per_s=ideal.steps_per_s, steps_per_s=yours.steps_per_s,
                        input_bound=input_bound(ideal, yours), cpu_per_step=ideal.cpu_per_step, kind=driver.kind,
                        ideal_input_bound=ideal.input_bound, restored=len(driver.guard),
                        pipeline_alone=pipeline_alone, notes=notes)
 
 
-def steps_alike(contenders: Sequence[Contender], protocol: Protocol, *, ds: "tf.data.Dataset", model: Any = None,
-                step: Callable[[Any], Any] | None = None, should_stop: Callable[[], bool] | None = None,
-                on_progress: Callable[[str, float], None] | None = None) -> Comparison:
-    """Training steps/s of each contender (yours first, the plan, AUTOTUNE) and of ideal input
-    (one minibatch of yours replayed: the model's demand), the user's step run on every
-    minibatch, measured alike (built fresh, caches filled, steady state, interleaved:
-    :mod:`plumbkit.engine.compare`); the model is restored after, bitwise."""
+def measure_model(ds: "tf.data.Dataset", *, model: Any = None, step: Callable[[Any], Any] | None = None,
+                  seconds: float = MODEL_SECONDS, pipeline_alone: float | None = None) -> ModelDemand:
+    """The model's demand on ``ds``: steps/s on ideal input and on ``ds``, the share of each step
+    spent waiting for input, the model's CPU per step; the model is left exactly as it was."""
+    with stepping(ds, model=model, step=step) as driver:
+        return _demand(driver, ds, seconds=seconds, pipeline_alone=pipeline_alone)
+
+
+def training_alike(contenders: Sequence[Contender], protocol: Protocol, *, ds: "tf.data.Dataset",
+                   model: Any = None, step: Callable[[Any], Any] | None = None,
+                   pipeline_alone: float | None = None, should_stop: Callable[[], bool] | None = None,
+                   on_progress: Callable[[str, float], None] | None = None) -> tuple[ModelDemand, Comparison]:
+    """The model's demand on ``ds`` (yours), then training steps/s of each contender (yours first,
+    the plan, AUTOTUNE) and of ideal input (one minibatch of yours replayed), the user's step run
+    on every minibatch, measured alike (built fresh, caches filled, steady state, interleaved:
+    :mod:`plumbkit.engine.compare`). One build of the step (a Keras model compiles once); the
+    model is restored after, bitwise. The demand is evidence about yours and ideal input only:
+    what predicts the plan's steps/s before the fact."""
     yours = contenders[0]
     ideal = Contender(IDEAL_INPUT, lambda: yours.build().take(1).cache().repeat())
     with stepping(ds, model=model, step=step) as driver:
+        demand = _demand(driver, ds, seconds=MODEL_SECONDS, pipeline_alone=pipeline_alone)
         stepped = [dataclasses.replace(c, step=driver.call) for c in (*contenders, ideal)]
-        return compare(stepped, protocol, should_stop=should_stop, on_progress=on_progress, settle=[])
+        return demand, compare(stepped, protocol, should_stop=should_stop, on_progress=on_progress, settle=[])
 
 
 def training_figures(plan: Any, demand: ModelDemand, steps: Comparison, *, yours: str, planned: str) -> None:
     """The plan's training figures beside its pipeline figures: the model's demand, the steps/s
     measured alike with the model in the loop, and the steps/s predicted before the fact."""
     plan.model = demand
+    plan.trace.model = demand  # the trace of yours, as trace(..., model=) gives it
     plan.steps_comparison = steps
     plan.steps_baselines = {name: r.median for name, r in steps.results.items() if r.ok}
     plan.measured_steps_per_s = steps.median(planned if planned in steps.results else yours)

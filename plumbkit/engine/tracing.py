@@ -101,28 +101,22 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     (operators matched by label). ``on_update`` gets the uncalibrated trace when the live
     phase ends, then the calibrated one is returned.
 
-    ``model`` (a compiled Keras model, driven through its own ``make_train_function()``) or
-    ``step`` (any callable taking one minibatch): once the pipeline is traced, the training step
-    runs on ideal input (one real minibatch replayed) and on this pipeline, and ``trace.model``
-    (:class:`~plumbkit.model.demand.ModelDemand`) says its steps/s, the share of each step spent
-    waiting for input and what bounds training (:mod:`plumbkit.engine.demand`). The model's
-    variables are restored after, bitwise; a model not compiled, a step that raises or a
-    minibatch the model rejects raise :class:`~plumbkit.model.demand.ModelError` (one line).
+    ``model`` (a compiled Keras model) or ``step`` (a callable taking one minibatch): ``trace.model``
+    is the training step's demand, measured once traced, the model unchanged (:mod:`.demand`).
     """
     op = current()
-    if model is not None or step is not None:
-        check_step_arguments(model, step)  # before tracing: a model not compiled is said at once
+    check_step_arguments(model, step)  # before tracing: a model not compiled is said at once
     ds = resolve_pipeline(pipeline)
-    pipeline_model = pipeline_of(ds)
-    cardinalities = static_cardinalities(ds, pipeline_model)
-    root_size = cardinalities.get(pipeline_model.root, -2)
+    pipe = pipeline_of(ds)
+    cardinalities = static_cardinalities(ds, pipe)
+    root_size = cardinalities.get(pipe.root, -2)
     if root_size == 0:
-        raise PipelineError(f"the pipeline is empty: {pipeline_model[pipeline_model.root].label} yields "
-                            f"no element (TensorFlow's cardinality is 0); nothing to trace")
+        raise PipelineError(f"the pipeline is empty: {pipe[pipe.root].label} yields no element "
+                            f"(TensorFlow's cardinality is 0); nothing to trace")
     repeated = repeat_epochs and root_size != -1
-    files = sorted({f for op_ in pipeline_model for f in op_.files})
+    files = sorted({f for op_ in pipe for f in op_.files})
     sizes, exact = source_file_sizes(files, sample_fraction=sample_fraction)
-    notes = explain_limits(pipeline_model, cardinalities)
+    notes = explain_limits(pipe, cardinalities)
 
     tracer = Tracer(ds.repeat() if repeated else ds, seconds=seconds, max_batches=max_batches,
                     min_seconds=min_seconds, converge=converge, cores=cores, warmup_batches=warmup_batches)
@@ -130,8 +124,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
     if on_update is not None:
         live = (*notes, LIVE_NOTE) if calibrate is not False else notes
         tracer.on_snapshot = _live_views(on_update, update_interval, lambda: build_trace(
-            pipeline_model, tracer.raw, cardinalities=cardinalities, file_sizes=sizes, notes=live,
-            source_exact=exact))
+            pipe, tracer.raw, cardinalities=cardinalities, file_sizes=sizes, notes=live, source_exact=exact))
     if tracer_ready is not None:
         tracer_ready(tracer)
     with op.stopping(tracer.stop):
@@ -142,18 +135,16 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
         raw.ended = op.reason or raw.ended
     batches = raw.snapshots[-1].batches if raw.snapshots else 0
     if not op.cancelled and batches == 0 and raw.ended in ("end of data", "no element", "error"):
-        raise PipelineError(nothing_produced(pipeline_model, raw))
-    notes = (*notes, *run_notes(pipeline_model, raw, root_size, batches))
-    result = build_trace(pipeline_model, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
+        raise PipelineError(nothing_produced(pipe, raw))
+    notes = (*notes, *run_notes(pipe, raw, root_size, batches))
+    result = build_trace(pipe, raw, cardinalities=cardinalities, file_sizes=sizes, notes=notes,
                          source_exact=exact)
     measured = not op.cancelled and raw.ended != "error" and result.throughput > 0
-    if measured and (model is not None or step is not None):
-        result.model = _model_in_the_loop(ds, result, model, step, on_update)
+    result.model = _model_in_the_loop(ds, result, model, step, on_update) if measured else None
     if calibrate is not False and measured:
         if on_update is not None:
             on_update(dataclasses.replace(result, notes=(*result.notes, CALIBRATING_NOTE)))
-        result = dataclasses.replace(_calibrated(ds, result, calibrate if isinstance(calibrate, Calibration)
-                                                 else None, op), model=result.model)
+        result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
     op.record(result, complete=not op.cancelled)
     if op.cancelled:
         raise Cancelled(op.reason, partial=result)
@@ -163,7 +154,10 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
 def _model_in_the_loop(ds, result: Trace, model: Any, step: Callable[[Any], Any] | None,
                        on_update: Callable[[Trace], None] | None):
     """The training step in the loop, once the pipeline is traced (its caches filled, as training's
-    steady state has them, and the trace undisturbed by the model); live views get the verdict."""
+    steady state has them, and the trace undisturbed by the model); live views get the verdict.
+    None without a model or step."""
+    if model is None and step is None:
+        return None
     if on_update is not None:
         on_update(dataclasses.replace(result, notes=(*result.notes, MODEL_NOTE)))
     demand = measure_model(ds, model=model, step=step, pipeline_alone=result.throughput)
@@ -193,7 +187,8 @@ def _calibrated(ds, result: Trace, reuse: Calibration | None, op: Operation) -> 
         op.check()  # a Cancel (the widget's button) ends the calibration before the next operator
 
     try:
-        return calibrated(ds, result, reuse=reuse, on_progress=between_operators)
+        return dataclasses.replace(calibrated(ds, result, reuse=reuse, on_progress=between_operators),
+                                   model=result.model)
     except (KeyboardInterrupt, Cancelled):
         result.notes = (*result.notes, "calibration interrupted: CPU shares are traced wall time")
         if not op.cancelled:
