@@ -23,6 +23,8 @@ the smallest of: each thread's capacity (1 / its work per minibatch), each paral
 cache reads, the consumer), the disk, and, where an operator waits or runs Python, the resource
 LP (:func:`plumbkit.planning.lp.solve_resource_lp`) at the layout's own concurrency: calls in
 flight (Little's law) and one core for all Python, which the thread and CPU limits do not see.
+Where a short finite epoch is repeated, that steady rate is stretched by each restart's start-up
+(:class:`EpochRestarts`, measured on the user's pipeline): the epoch-averaged rate, named so.
 
 This module owns the prediction: :func:`predict` is the one function that turns evidence and a
 layout into a :class:`Prediction`, and every figure shown as "predicted" (the plan's headline,
@@ -71,6 +73,9 @@ class RuntimeCosts:
     consumer_plain: float | None = None
     #: CPU seconds per element written into a memory cache while it fills (None: as a read)
     cache_put: float | None = None
+    #: a short finite epoch repeated, and what each restart of it costs (None: not measured, or
+    #: the epoch is infinite, unknown or long)
+    restarts: EpochRestarts | None = None
 
     @property
     def cache_write(self) -> float:
@@ -89,6 +94,30 @@ class RuntimeCosts:
     def best_consumer(self) -> float | None:
         """The consumer's ceiling in its better form (the allocation LP's)."""
         return max((c for c in (self.consumer, self.consumer_plain) if c), default=None)
+
+
+@dataclass(frozen=True)
+class EpochRestarts:
+    """A finite epoch repeated: every epoch builds the part below the repeat again (its iterators
+    and threads, its shuffle buffers refilled, the first elements through its depth) while the
+    cores idle. Measured on the user's pipeline when traced
+    (:func:`plumbkit.engine.restarts.measure_restarts`).
+
+    ``minibatches``: root minibatches per epoch. ``startup``: seconds each restart of the user's
+    pipeline as traced added to its epoch beyond ``minibatches`` at its mid-epoch rate.
+    ``below``: the operator whose subtree restarts (the root for a finite pipeline, the input of
+    its ``repeat()`` otherwise).
+    """
+
+    minibatches: float
+    startup: float
+    below: str
+
+    def stretched(self, steady: float, startup: float) -> float:
+        """The epoch-averaged rate of a steady ``steady`` minibatches/s: ``N / (N / R + T)``."""
+        if not (steady > 0 and math.isfinite(steady)) or self.minibatches <= 0:
+            return steady
+        return self.minibatches / (self.minibatches / steady + startup)
 
 
 class Traced(Protocol):
@@ -402,7 +431,28 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
     if not limits:
         return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
     binding = min(limits, key=limits.get)
+    if not filling and (startup := restart_seconds(ev, layout, free)) > 0:  # a short epoch repeated
+        r = rt.restarts
+        rate = r.stretched(limits[binding], startup)
+        binding = (f"epoch restarts ({rate / r.minibatches:.1f} per s, {startup * 1e3:.1f} ms each) "
+                   f"on {binding}")
+        limits[binding] = rate
     return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
+
+
+def restart_seconds(ev: Evidence, layout: Layout, free: Iterable[str]) -> float:
+    """Seconds each epoch restart costs ``layout``: the user's measured start-up, scaled by the
+    CPU per minibatch of what restarts and still runs in ``layout`` over what did in the user's
+    pipeline as traced (the first elements' work through the depth; a cache the layout adds
+    below makes what is under it free, and its start-up with it). 0: no restarts measured."""
+    r = ev.runtime.restarts
+    if r is None or r.startup <= 0 or r.below not in ev.pipeline.operators:
+        return 0.0
+    scope = {r.below} | {o.name for o in ev.pipeline.descendants(r.below)}
+    as_traced = free_in_steady_state(ev, layout_as_traced(ev))
+    traced = sum(ev.cost.get(n, 0.0) for n in scope - as_traced)
+    runs = sum(ev.cost.get(n, 0.0) for n in scope - set(free) - set(layout.cached))
+    return r.startup * min(1.0, runs / traced) if traced > 0 else r.startup
 
 
 def waiting_limit(ev: Evidence, layout: Layout, free: Iterable[str], *,

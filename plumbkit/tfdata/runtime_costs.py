@@ -92,3 +92,31 @@ def cache_read_cost() -> float:
         runs.append(_cpu_per_element(cached.repeat(_ELEMENTS // 1000).batch(1000).with_options(options),
                                      _ELEMENTS))
     return max(0.0, statistics.median(runs))
+
+
+def epoch_restart(ds: tf.data.Dataset, minibatches: int, *, epochs: int = 4,
+                  limit: float = 10.0) -> float | None:
+    """Seconds each restart of ``ds``'s epoch of ``minibatches`` costs beyond the epoch's steady
+    time: over ``epochs`` epochs repeated (after one that fills any cache), the median epoch's
+    duration less ``minibatches`` times its mid-epoch interval (the middle three fifths, away
+    from the restart at either end). The restart builds every thread below the repeat again,
+    refills shuffle buffers and waits for the first elements through the pipeline's depth, and
+    the cores idle meanwhile. None: ``limit`` seconds passed first (an epoch too long to matter)."""
+    if minibatches < 5:
+        return None
+    it = iter(ds.repeat())
+    t0 = time.perf_counter()
+    stamps: list[float] = []
+    for i in range((epochs + 1) * minibatches):
+        next(it)
+        if i >= minibatches:  # the first epoch fills caches and builds functions
+            stamps.append(time.perf_counter())
+        if time.perf_counter() - t0 > limit:
+            return None
+    excess = []
+    for e in range(epochs - 1):  # epoch e: from its first minibatch to the next epoch's first
+        start = e * minibatches
+        a, b = start + minibatches // 5, start + 4 * minibatches // 5
+        interval = (stamps[b] - stamps[a]) / (b - a)
+        excess.append(stamps[start + minibatches] - stamps[start] - minibatches * interval)
+    return max(0.0, statistics.median(excess))

@@ -1,0 +1,84 @@
+"""Epoch restarts: a short finite epoch repeated rebuilds what is below the repeat every epoch
+(a shuffle buffer refilled, threads built, the first elements through the depth), and the
+prediction is the epoch-averaged rate; a long or infinite epoch leaves the prediction alone."""
+
+import pytest
+import tensorflow as tf
+
+import plumbkit
+from conftest import with_neighbour_cores
+from plumbkit.bench.examples import planted_work
+from plumbkit.engine.restarts import measure_restarts, restart_scope
+from plumbkit.planning.predict import (Layout, RuntimeCosts, evidence_from_trace, layout_as_traced, predict,
+                                       prediction_error)
+from plumbkit.tfdata.options import sequential_options
+from plumbkit.tfdata.run import Runner
+
+ELEMENTS, BATCH = 384, 8
+#: Cores other processes may keep busy while the prediction's accuracy is checked.
+QUIET = 0.25
+
+
+def short_epoch() -> tf.data.Dataset:
+    """48 minibatches an epoch, a shuffle buffer of the whole epoch between two planted maps on
+    threads of their own: each restart runs the lower map alone until the buffer is full, then
+    the upper (the costlier: the steady rate's, mid-epoch too) drains it alone; an epoch takes
+    about 1.6 times its steady time."""
+    ds = tf.data.Dataset.range(ELEMENTS).map(lambda x: planted_work(x, 3)).prefetch(1)
+    return ds.shuffle(ELEMENTS).map(lambda x: planted_work(x, 5)).batch(BATCH).with_options(sequential_options())
+
+
+def long_epoch() -> tf.data.Dataset:
+    """An epoch of 125,000 minibatches: minutes long, its restarts weigh nothing."""
+    return tf.data.Dataset.range(10**6).map(lambda x: x * 2).batch(BATCH)
+
+
+@pytest.fixture(scope="module")
+def short_trace():
+    return plumbkit.trace(short_epoch, seconds=1.5, min_seconds=1.0)
+
+
+def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_trace):
+    restarts = measure_restarts(short_epoch(), short_trace)
+    assert restarts is not None and restarts.minibatches == ELEMENTS // BATCH
+    assert restarts.below == short_trace.pipeline.root and restarts.startup > 0
+    with_restarts = evidence_from_trace(short_trace, runtime=RuntimeCosts(restarts=restarts))
+    steady = predict(evidence_from_trace(short_trace), layout_as_traced(with_restarts))
+    averaged = predict(with_restarts, layout_as_traced(with_restarts))
+    assert averaged.binding.startswith("epoch restarts") and steady.binding in averaged.binding
+    assert averaged.throughput < steady.throughput and steady.binding in averaged.limits
+
+    def measured() -> float:
+        runner = Runner(short_epoch())
+        runner.consume(2 * ELEMENTS // BATCH, limit=10.0)
+        return sorted(runner.window(0.3) for _ in range(3))[1]
+    rate, others = with_neighbour_cores(measured)
+    figures = (f"measured {rate:.0f}/s; predicted {averaged.throughput:.0f} ({averaged.binding}); "
+               f"steady only {steady.throughput:.0f} ({steady.binding})")
+    assert prediction_error(steady.throughput, rate) > 0.3, figures  # negative control: restarts matter here
+    traced = short_trace.analysis.neighbour_cores
+    if max(traced or 0.0, others or 0.0) > QUIET:
+        pytest.skip(f"other processes kept {traced or 0:.1f} cores busy during the trace and {others or 0:.1f} "
+                    f"while measured: accuracy not checked ({figures})")
+    assert prediction_error(averaged.throughput, rate) <= 0.15, figures
+
+
+def test_a_restart_below_a_cache_costs_nothing(short_trace):
+    """A layout whose cache holds the whole epoch restarts only a cache read: no stretch."""
+    restarts = measure_restarts(short_epoch(), short_trace) or pytest.fail("no restart measured")
+    ev = evidence_from_trace(short_trace, runtime=RuntimeCosts(restarts=restarts))
+    root = short_trace.pipeline.root
+    cached = predict(ev, Layout(cached=frozenset({root})))
+    assert not cached.binding.startswith("epoch restarts"), cached.binding
+    assert cached.throughput == predict(evidence_from_trace(short_trace), Layout(cached=frozenset({root}))).throughput
+
+
+def test_a_long_or_infinite_epoch_leaves_the_prediction_alone():
+    trace = plumbkit.trace(long_epoch, seconds=0.5, min_seconds=0.3, calibrate=False)
+    assert restart_scope(trace) == (10**6 / BATCH, trace.pipeline.root)
+    assert measure_restarts(long_epoch(), trace) is None  # minutes long: not measured, nothing stretched
+    ev = evidence_from_trace(trace, runtime=RuntimeCosts(restarts=measure_restarts(long_epoch(), trace)))
+    assert predict(ev, layout_as_traced(ev)) == predict(evidence_from_trace(trace), layout_as_traced(ev))
+    endless = plumbkit.trace(lambda: tf.data.Dataset.random(seed=0).map(lambda x: x * 2).batch(BATCH), seconds=0.5,
+                             min_seconds=0.3, calibrate=False)
+    assert restart_scope(endless) is None  # infinite, nothing repeated: never restarts
