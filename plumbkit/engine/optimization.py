@@ -53,7 +53,7 @@ from . import baselines as configurations
 from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
-from .demand import check_step_arguments, measure_model, steps_alike, training_figures
+from .demand import check_step_arguments, training_alike, training_figures
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .restarts import measure_restarts
@@ -265,16 +265,12 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
     comparison ends there, incomplete, and your pipeline comes back unchanged.
-    ``model`` (a compiled Keras model) or ``step`` (a callable taking one minibatch): the model's
-    demand is measured beside the trace (``plan.model``), and yours, the plan and AUTOTUNE are
-    measured alike once more with the step in the loop (``plan.measured_steps_per_s``, beside
-    ``plan.predicted_steps_per_s``); the model's variables are restored after, bitwise.
+    ``model`` (a compiled Keras model) or ``step`` (a callable taking one minibatch): training
+    steps/s too, predicted and measured alike with the step in the loop (:func:`_in_the_loop`).
     """
     progress = on_progress or _quiet
     protocol = protocol or QUICK
-    in_the_loop = model is not None or step is not None
-    if in_the_loop:
-        check_step_arguments(model, step)  # before anything runs: a model not compiled is said at once
+    check_step_arguments(model, step)  # before anything runs: a model not compiled is said at once
     ds = resolve_pipeline(pipeline)
     build_yours, note = _builder(pipeline, ds)
     progress("tracing your pipeline", 0.0)
@@ -282,9 +278,6 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         before_each(YOURS)
     original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
-    if in_the_loop:
-        progress("the model in the loop: its step on one replayed minibatch, then on your pipeline", 0.1)
-    demand = measure_model(ds, model=model, step=step, pipeline_alone=original.throughput) if in_the_loop else None
     user = pipeline_of(ds)
     progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
     runtime = RuntimeCosts(consumer=consumer_ceiling(ds), consumer_plain=consumer_ceiling(ds, prefetched=False),
@@ -323,13 +316,26 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
     plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=first_epoch)
     plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
-    if demand is not None:
-        trained = [c for c in contenders if c.name in (YOURS, PLUMBKIT, "autotune")]
-        steps = steps_alike(trained, protocol, ds=ds, model=model, step=step, should_stop=should_stop,
-                            on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
-        training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
+    _in_the_loop(plan, ds, contenders, protocol, model=model, step=step, should_stop=should_stop, progress=progress)
     progress("done", 1.0)
     return plan
+
+
+def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol, *,
+                 model: Any, step: Callable[[Any], Any] | None, should_stop: Callable[[], bool] | None,
+                 progress: Progress) -> None:
+    """With a model or step: once yours and the plan are measured, the step runs in the loop (built
+    once): its demand on ideal input and on yours (``plan.model``, what predicts the plan's steps/s
+    before the fact), then yours, the plan and AUTOTUNE measured alike once more with the step on
+    every minibatch (``plan.measured_steps_per_s``); the model's variables are restored, bitwise."""
+    if model is None and step is None:
+        return
+    progress("the model in the loop: its step on one replayed minibatch, then on yours", 0.95)
+    trained = [c for c in contenders if c.name in (YOURS, PLUMBKIT, "autotune")]
+    demand, steps = training_alike(trained, protocol, ds=ds, model=model, step=step, should_stop=should_stop,
+                                   pipeline_alone=plan.trace.throughput,
+                                   on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
+    training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
 
 
 def cores_note(ev: Evidence) -> str | None:
