@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -137,10 +138,12 @@ class FillLock:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
                 owner = _lock_owner(self.path)
-                if owner is not None and owner != os.getpid() and pid_alive(owner):
+                if _held_by_another(self.path, owner):
+                    who = f"process {owner}" if owner is not None else "another process"
                     raise FillInProgressError(
-                        f"cache {self.fingerprint[:12]} is being filled by process {owner} "
+                        f"cache {self.fingerprint[:12]} is being filled by {who} "
                         f"(lock {self.path}); wait for it to finish, then run again") from None
+                _unlink(self.path)  # its process is gone, or it is this process's own leftover
                 remove_stale(self.cache_dir, self.fingerprint)
                 continue
             with os.fdopen(fd, "w") as f:
@@ -156,6 +159,19 @@ class FillLock:
                 _unlink(self.path)
 
 
+#: Seconds a lock file may stay empty (its process writes its pid right after creating it).
+_LOCK_WRITE_SECONDS = 5.0
+
+
+def _held_by_another(lock: Path, owner: int | None) -> bool:
+    if owner is None:  # just created, pid not written yet; or left empty by a crash long ago
+        try:
+            return time.time() - lock.stat().st_mtime < _LOCK_WRITE_SECONDS
+        except OSError:
+            return False
+    return owner != os.getpid() and pid_alive(owner)
+
+
 def remove_stale(cache_dir: Path, fingerprint: str | None = None) -> int:
     """Remove the partial fills and locks of processes that no longer run; returns bytes freed."""
     freed = 0
@@ -167,7 +183,7 @@ def remove_stale(cache_dir: Path, fingerprint: str | None = None) -> int:
             continue
         if name.endswith(_LOCK):
             owner = _lock_owner(entry)
-            if owner is None or not pid_alive(owner):
+            if (owner is None and not _held_by_another(entry, None)) or (owner is not None and not pid_alive(owner)):
                 _unlink(entry)
         elif name.startswith(".") and _PARTIAL in name:
             pid = _pid_of_partial(name)

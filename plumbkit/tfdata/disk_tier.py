@@ -232,10 +232,15 @@ def find_cache(ds: tf.data.Dataset, cache_dir: "str | Path | None" = None) -> Ca
 def refuse_if_not_cacheable(ds: tf.data.Dataset, graph_def: graph_pb2.GraphDef) -> None:
     """One line when ``ds`` cannot be written once and replayed: it never ends, or some
     operator in it draws random numbers (the cache would freeze one draw for every epoch)."""
-    if int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY:
+    pipeline = pipeline_from_graph_def(graph_def)
+    bounded = {d.name for op in pipeline if op.kind in ("take", "take_while")
+               for d in pipeline.descendants(op.name)}
+    forever = any(op.kind == "repeat" and op.tunables.get("count", 0) < 0 and op.name not in bounded
+                  for op in pipeline)  # TensorFlow says "unknown" for a filter() above one
+    if forever or int(ds.cardinality()) == tf.data.INFINITE_CARDINALITY:
         raise NotCacheableError("cannot cache on disk: the pipeline is infinite (a repeat() without "
                                 "a count); cache the pipeline before the repeat()")
-    random = [op.label for op in pipeline_from_graph_def(graph_def) if op.random]
+    random = [op.label for op in pipeline if op.random]
     if random:
         raise NotCacheableError(f"cannot cache on disk: {random[-1]} draws random numbers every "
                                 f"epoch, and a cache would replay one draw; cache the pipeline below it")
@@ -278,6 +283,7 @@ def _fill_guarded(ds, where: Path, fp: str, limits: _Limits, on_progress, should
         if read_meta(complete_path(where, fp, FORM)) is not None:
             return  # filled by another process while this one waited for the lock
         remove_stale(where, fp)
+        remove_tree(partial)  # this process's own, left by an earlier fill it did not finish
         estimate = static_bytes(ds)
         if estimate is not None:
             said = limits.refusal(estimate, 0)
@@ -388,6 +394,8 @@ class _Filler:
                 yield i, record
                 self.written += size
                 self.elements += _leading(record) if self.per_record > 1 else 1
+        except GeneratorExit:  # the save ended first (its writer failed): it reports why
+            raise
         except BaseException as err:  # the user's pipeline failed: the save must still end cleanly
             self.stop = self.stop or err
 
