@@ -34,10 +34,13 @@ def _is_variable(x: Any) -> bool:
 
 
 def _unique(variables: Iterable[Any]) -> list[Any]:
+    """Each variable once: a Keras 3 variable wraps a ``tf.Variable`` (``_value``), which is what a
+    concrete function captures, so both name one variable."""
     seen, out = set(), []
     for v in variables:
-        if id(v) not in seen:
-            seen.add(id(v))
+        key = id(getattr(v, "_value", None) if isinstance(getattr(v, "_value", None), tf.Variable) else v)
+        if key not in seen:
+            seen.add(key)
             out.append(v)
     return out
 
