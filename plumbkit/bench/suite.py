@@ -485,6 +485,7 @@ def markdown(report: dict) -> str:
         lines += ["## pick_best (image classification: decode + random crop, fused or not)", "",
                   f"Chosen: **{pb['best']}** — {pb['reason']}", ""]
     lines += offload_bench.markdown(report.get("offload"))
+    lines += issue_markdown(report)
     lines += [f"![{f}]({f})" for f in report["plots"]]
     return "\n".join(lines) + "\n"
 
@@ -503,7 +504,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", choices=(TUNING, HELD_OUT, "all"), default="all",
                         help="end to end on the tuning set, the held-out set (public pipelines) or both")
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: end_to_end,stepping,accuracy,cache,overhead,"
-                             "cancel,pick_best,offload")
+                             "cancel,pick_best,offload,disk_tier,model_in_the_loop,busy_core")
+    parser.add_argument("--eval-gb", type=float, default=3.0,
+                        help="GB of JPEG records the disk_tier section's evaluation pipeline reads (written, then removed)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the end-to-end rows already in OUT/partial.json and run only the rest")
 
@@ -668,6 +671,8 @@ def run(args: argparse.Namespace) -> int:
                                "cache": plan.cache.label}
     if not quick and "offload" not in skip and (not args.only or "offload" in args.only):
         report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
+    if not quick:
+        report.update(issue_sections(args, data=data, out=out, seconds=seconds, protocol=protocol, skip=skip, log=log))
     report["prediction_errors"] = prediction_errors(report["end_to_end"])
     report["plots"] = plots(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
@@ -676,6 +681,24 @@ def run(args: argparse.Namespace) -> int:
     print(markdown(report))
     print(f"report written to {out}/")
     return 0
+
+
+def issue_sections(args: argparse.Namespace, *, data: str, out: Path, seconds: float, protocol: Protocol,
+                   skip: set[str], log: Callable[[str], None]) -> dict[str, dict]:
+    """Issues 26 and 27's sections (disk tier, model in the loop, one core kept busy): each runs
+    unless skipped, and with ``--only`` only when named there."""
+    from . import busy_core, disk_tier, model_loop  # they use this module's helpers: imported here, no cycle
+    only = {n.strip() for n in (args.only or "").split(",") if n.strip()}
+    runs = {disk_tier.SECTION: lambda: disk_tier.disk_tier_section(data, out, seconds=seconds, protocol=protocol,
+                                                                   log=log, eval_gb=getattr(args, "eval_gb", 3.0)),
+            model_loop.SECTION: lambda: model_loop.model_loop_section(data, seconds=seconds, protocol=protocol, log=log),
+            busy_core.SECTION: lambda: busy_core.busy_core_section(data, seconds=seconds, protocol=protocol, log=log)}
+    return {name: run() for name, run in runs.items() if name not in skip and (not only or name in only)}
+
+
+def issue_markdown(report: dict) -> list[str]:
+    from . import busy_core, disk_tier, model_loop
+    return [line for section in (disk_tier, model_loop, busy_core) for line in section.markdown(report.get(section.SECTION))]
 
 
 def main(argv: list[str] | None = None) -> int:

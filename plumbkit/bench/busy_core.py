@@ -1,0 +1,89 @@
+"""Issue 27's shared machine, measured: one of the cores kept busy by another process through the
+trace and the comparison (a spinning Python process in a session of its own, as another program's
+would be: with autogroups on, the scheduler shares the cores between sessions first).
+
+Per pipeline: the pipeline-only prediction of the plan made beside the spinner, against what the
+plan measures beside it (goal: within 30%; planned for every core it was ~2x off), the cores the
+plan says it found free (``planned for N of M cores``), and the cores other processes took
+during the trace and during the comparison.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any, Callable
+
+from ..engine import optimize
+from ..engine.compare import Protocol
+from . import pipelines as bench_pipelines
+from .alike import Log, as_dict, attempt, error, failed, num, ratio_cell, signed_pct
+
+SECTION = "busy_core"
+#: What the neighbour runs: one core, all the time.
+SPIN = "while True: pass"
+
+
+def spinner() -> subprocess.Popen:
+    """A process spinning one core, in its own session."""
+    return subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def beside_a_spinner(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Log) -> dict:
+    """optimize() (its trace and its comparison of yours and the plan) with the spinner running
+    throughout; the spinner is stopped however it ends."""
+    neighbour = spinner()
+    try:
+        log(f"[{name}] optimizing beside a process spinning one core (pid {neighbour.pid})")
+        plan = optimize(make, seconds=seconds, compare=False, protocol=protocol,
+                        on_progress=lambda m, f: log(f"[{name}]   {m}"))
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    traced = plan.trace.analysis.neighbour_cores
+    predicted = plan.compared_prediction.throughput
+    said = [n for n in plan.notes if n.startswith("planned for") or "load changed" in n]
+    return {"pipeline": name, "cores": plan.trace.cores, "neighbours_traced": traced,
+            "free_cores": plan.trace.cores - traced if traced is not None else None,
+            "neighbours_measured": plan.comparison.neighbour_cores if plan.comparison else None,
+            "predicted": predicted, "binding": plan.compared_prediction.binding,
+            "measured": plan.measured_throughput, "yours": plan.baseline_throughput,
+            "error": error(predicted, plan.measured_throughput),
+            "speedup": as_dict(plan.speedup), "said": said, "changes": [str(c) for c in plan.proposed_changes]}
+
+
+def busy_core_section(data: str, *, seconds: float, protocol: Protocol, log: Log,
+                      pipelines: dict[str, Callable] | None = None) -> dict:
+    """Each pipeline (default: the planted three maps, CPU-bound and parallelizable, and the
+    shuffled image pipeline, which nothing can cache) planned and measured beside the spinner."""
+    chosen = pipelines or {"three maps (planted)": bench_pipelines.planted_three_maps(),
+                           "image shuffled + random crop": bench_pipelines.shuffled_training(data)}
+    rows: dict[str, Any] = {}
+    for name, make in chosen.items():
+        attempt(rows, name, log, lambda: beside_a_spinner(name, make, seconds=seconds, protocol=protocol, log=log))
+    return {"rows": rows}
+
+
+def markdown(section: dict | None) -> list[str]:
+    """The report's lines for the section (none when it did not run)."""
+    if not section:
+        return []
+    rows = list(section["rows"].values())
+    lines = ["## One core kept busy by another process (issue 27)", "",
+             "A process spinning one core in a session of its own runs through the trace and the comparison. "
+             "*Predicted*: the plan's pipeline-only prediction, made before the fact beside the spinner (goal: "
+             "within 30% of measured). Minibatches/s.", "",
+             "| pipeline | cores free (plan's figure) | other processes: trace, comparison | plan predicted (bound) "
+             "| plan measured | error | yours measured | plan / yours |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if failed(r):
+            lines.append(f"| {r['pipeline']} | failed — {r['failed']} |||||||")
+            continue
+        lines.append(f"| {r['pipeline']} | {num(r['free_cores'])} of {r['cores']:g} | {num(r['neighbours_traced'], 2)}, "
+                     f"{num(r['neighbours_measured'], 2)} | {num(r['predicted'])} ({r['binding']}) | "
+                     f"{num(r['measured'])} | {signed_pct(r['error'])} | {num(r['yours'])} | "
+                     f"{ratio_cell(r['speedup'])} |")
+    lines += [""] + [f"- **{r['pipeline']}** — the plan says: {'; '.join(r['said']) or 'nothing about the cores'}"
+                     for r in rows if not failed(r)]
+    return lines + [""]
