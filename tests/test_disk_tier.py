@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,14 @@ def one_line(err: pytest.ExceptionInfo) -> str:
     return text
 
 
+def same_elements(got: tf.data.Dataset, want: tf.data.Dataset) -> bool:
+    """The same elements in the same order (compared as one batch of all: fast)."""
+    a, b = next(iter(got.batch(100_000))), next(iter(want.batch(100_000)))
+    flat_a, flat_b = tf.nest.flatten(a), tf.nest.flatten(b)
+    return len(flat_a) == len(flat_b) and all(
+        x.shape == y.shape and np.array_equal(x.numpy(), y.numpy()) for x, y in zip(flat_a, flat_b))
+
+
 def records(path: Path, n: int) -> Path:
     with tf.io.TFRecordWriter(str(path)) as w:
         for i in range(n):
@@ -55,16 +64,14 @@ def test_reads_back_the_same_elements_in_order_and_fills_once(tmp_path):
                    "name": tf.strings.as_string(i)})
     cached = on_disk(ds, tmp_path)
     assert cached.element_spec == ds.element_spec
-    want, got = list(ds.as_numpy_iterator()), list(cached.as_numpy_iterator())
-    assert len(got) == len(want) == 1003
-    for a, b in zip(got, want):
-        assert a["id"] == b["id"] and a["name"] == b["name"] and np.array_equal(a["pixels"], b["pixels"])
+    assert same_elements(cached, ds)
+    assert not same_elements(cached, ds.skip(1).concatenate(ds.take(1)))  # the order counts
     [entry] = list_caches(tmp_path)
     assert entry.complete and entry.elements == 1003 and entry.bytes == tree_bytes(entry.path)
     assert find_cache(ds, tmp_path) == entry and find_cache(ds.take(5), tmp_path) is None
     again = on_disk(ds, tmp_path)  # found, not filled again
     assert list_caches(tmp_path) == [entry]
-    assert [int(e["id"]) for e in again.as_numpy_iterator()] == list(range(1003))
+    assert same_elements(again, ds)
 
 
 def test_a_changed_map_or_a_touched_file_never_reads_the_old_cache(tmp_path):
@@ -169,6 +176,19 @@ def test_a_stale_lock_of_a_dead_process_is_cleaned(tmp_path):
     (tmp_path / f".{theirs}.save.partial-{os.getpid()}" / "junk").write_bytes(b"x" * 100)
     assert [int(x) for x in on_disk(other, tmp_path)] == list(range(20))
     assert leftovers(tmp_path) == sorted([f"{fp}.save", f"{theirs}.save"])
+
+
+def test_two_threads_of_one_process_fill_once(tmp_path):
+    ds = tf.data.Dataset.range(3000).map(lambda i: tf.fill([64], i))
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(on_disk(ds, tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 2 and len(list_caches(tmp_path)) == 1
+    for cached in results:
+        assert same_elements(cached, ds)
 
 
 FILLER = """

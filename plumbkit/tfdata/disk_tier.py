@@ -223,9 +223,21 @@ def on_disk(ds: tf.data.Dataset, cache_dir: "str | Path | None" = None, *,
     fp = _digest(graph_def, _files_read(graph_def), repr(ds.element_spec))
     final = complete_path(where, fp, FORM)
     if read_meta(final) is None:
-        _fill_guarded(ds, where, fp, _Limits.of(where, budget_bytes, free_space),
-                      on_progress, should_stop)
+        with _thread_lock(final):  # another thread of this process filling it: wait, then read
+            if read_meta(final) is None:
+                _fill_guarded(ds, where, fp, _Limits.of(where, budget_bytes, free_space),
+                              on_progress, should_stop)
     return _reader(final, ds.element_spec)
+
+
+_THREAD_LOCKS: dict[Path, threading.Lock] = {}
+_THREAD_LOCKS_GUARD = threading.Lock()
+
+
+def _thread_lock(final: Path) -> threading.Lock:
+    """One lock per cache in this process: the lock file tells processes apart by pid, not threads."""
+    with _THREAD_LOCKS_GUARD:
+        return _THREAD_LOCKS.setdefault(final, threading.Lock())
 
 
 def find_cache(ds: tf.data.Dataset, cache_dir: "str | Path | None" = None) -> CacheEntry | None:
