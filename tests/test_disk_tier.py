@@ -102,6 +102,10 @@ def test_infinite_or_random_pipelines_are_refused_in_one_line(tmp_path):
     with pytest.raises(NotCacheableError) as err:
         on_disk(tf.data.Dataset.range(3).map(lambda x: x + tf.random.uniform([], 0, 9, tf.int64)), tmp_path)
     assert "random" in one_line(err)
+    scale = tf.Variable(2, dtype=tf.int64)
+    with pytest.raises(NotCacheableError) as err:
+        on_disk(tf.data.Dataset.range(3).map(lambda x: x * scale), tmp_path)
+    assert "variable" in one_line(err)
     assert leftovers(tmp_path) == ["ok"]
 
 

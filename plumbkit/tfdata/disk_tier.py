@@ -262,6 +262,32 @@ def refuse_if_not_cacheable(ds: tf.data.Dataset, graph_def: graph_pb2.GraphDef) 
     if random:
         raise NotCacheableError(f"cannot cache on disk: {random[-1]} draws random numbers every "
                                 f"epoch, and a cache would replay one draw; cache the pipeline below it")
+    stateful = _reading_state(graph_def)
+    readers = [op.label for op in pipeline if stateful & set(op.functions)]
+    if readers:
+        raise NotCacheableError(f"cannot cache on disk: {readers[-1]} reads a variable or a lookup "
+                                f"table, whose contents the cache's fingerprint cannot see (a change "
+                                f"would replay stale elements); cache the pipeline below it")
+
+
+#: Ops that read state living outside the graph (its value is not in the fingerprint).
+_STATE_OPS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd", "LookupTableFindV2",
+                        "LookupTableFind", "LookupTableExportV2", "LookupTableSizeV2"})
+
+
+def _reading_state(graph_def: graph_pb2.GraphDef) -> set[str]:
+    """Names of the library's functions that read a variable or a table, themselves or through a callee."""
+    functions = {f.signature.name: f for f in graph_def.library.function}
+    calls = {name: {n for node in f.node_def for v in node.attr.values() for n in _func_names(v)}
+             | {node.op for node in f.node_def if node.op in functions}
+             for name, f in functions.items()}
+    reading = {name for name, f in functions.items() if any(n.op in _STATE_OPS for n in f.node_def)}
+    grew = True
+    while grew:
+        more = {name for name, callees in calls.items() if callees & reading} - reading
+        reading |= more
+        grew = bool(more)
+    return reading
 
 
 class _Limits:
