@@ -158,7 +158,7 @@ def test_plain_python_step_and_its_closure_variables_are_restored():
 def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchanged():
     model = small_keras_model()
     guard = StateGuard(keras_variables(model), reach="test")
-    plan = plumbkit.optimize(lambda: planted_pipeline(1), model=model, seconds=0.5, compare=False,
+    plan = plumbkit.optimize(lambda: planted_pipeline(1), model=model, seconds=0.3, compare=False,
                              protocol=plumbkit.engine.compare.BRIEF)
     assert plan.model is not None and plan.model.kind == "keras model"
     assert plan.measured_steps_per_s and plan.measured_steps_per_s > 0
@@ -178,6 +178,24 @@ def test_the_verdict_names_what_bounds_training(demand, bound, starts):
     demand, and a step stretched beside the pipeline decide the verdict."""
     assert demand.bound == bound and demand.verdict.startswith(starts), demand.verdict
     assert ("share the cores" in demand.verdict) == (demand.step_stretch >= 1.25)
+
+
+def test_ctrl_c_in_the_model_phase_keeps_the_trace_and_restores_the_model(ctrl_c_raises):
+    """A kernel interrupt while the step runs: the trace comes back, marked interrupted, without a
+    verdict, and the step's variable is put back."""
+    import _thread
+    moved, calls = tf.Variable(0.0), []
+
+    def step(batch):
+        moved.assign_add(1.0)
+        calls.append(1)
+        if len(calls) == 5:
+            _thread.interrupt_main()
+        time.sleep(0.001)
+
+    trace = plumbkit.trace(lambda: planted_pipeline(0.5), step=step, seconds=0.5, min_seconds=0.3, calibrate=False)
+    assert trace.partial and trace.ended == "interrupted" and trace.model is None and trace.throughput > 0
+    assert float(moved.numpy()) == 0.0 and len(calls) >= 5
 
 
 class TestBadInput:

@@ -141,7 +141,7 @@ def trace(pipeline: PipelineLike, *, seconds: float = 10.0, cores: int | None = 
                          source_exact=exact)
     measured = not op.cancelled and raw.ended != "error" and result.throughput > 0
     result.model = _model_in_the_loop(ds, result, model, step, on_update) if measured else None
-    if calibrate is not False and measured:
+    if calibrate is not False and measured and not op.cancelled:
         if on_update is not None:
             on_update(dataclasses.replace(result, notes=(*result.notes, CALIBRATING_NOTE)))
         result = _calibrated(ds, result, calibrate if isinstance(calibrate, Calibration) else None, op)
@@ -155,12 +155,20 @@ def _model_in_the_loop(ds, result: Trace, model: Any, step: Callable[[Any], Any]
                        on_update: Callable[[Trace], None] | None):
     """The training step in the loop, once the pipeline is traced (its caches filled, as training's
     steady state has them, and the trace undisturbed by the model); live views get the verdict.
-    None without a model or step."""
+    None without a model or step, or when Cancel or Ctrl-C cut it short."""
     if model is None and step is None:
         return None
     if on_update is not None:
         on_update(dataclasses.replace(result, notes=(*result.notes, MODEL_NOTE)))
-    demand = measure_model(ds, model=model, step=step, pipeline_alone=result.throughput)
+    op = current()
+    try:
+        demand = measure_model(ds, model=model, step=step, pipeline_alone=result.throughput)
+    except KeyboardInterrupt:  # the trace is kept, marked interrupted; the model was restored
+        op.cancel(INTERRUPTED)
+        result.raw.ended = INTERRUPTED
+        return None
+    if op.cancelled:  # cut short: no verdict from windows that did not run their time
+        return None
     if on_update is not None:
         on_update(dataclasses.replace(result, model=demand))
     return demand
