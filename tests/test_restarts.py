@@ -8,7 +8,7 @@ import tensorflow as tf
 import plumbkit
 from conftest import with_neighbour_cores
 from plumbkit.bench.examples import planted_work
-from plumbkit.engine.restarts import measure_restarts, restart_scope
+from plumbkit.engine.restarts import measure_restarts, restart_scope, whole
 from plumbkit.planning.predict import (Layout, RuntimeCosts, evidence_from_trace, layout_as_traced, predict,
                                        prediction_error)
 from plumbkit.tfdata.options import sequential_options
@@ -82,3 +82,9 @@ def test_a_long_or_infinite_epoch_leaves_the_prediction_alone():
     endless = plumbkit.trace(lambda: tf.data.Dataset.random(seed=0).map(lambda x: x * 2).batch(BATCH), seconds=0.5,
                              min_seconds=0.3, calibrate=False)
     assert restart_scope(endless) is None  # infinite, nothing repeated: never restarts
+
+
+def test_a_traced_visit_ratio_reads_as_the_elements_a_minibatch_holds():
+    """Counts sampled while elements are in flight: a batch's 1.06 is 1 and 0.0313 is 1/32 (an
+    epoch must end on a minibatch for its restarts to be timed); far from whole, as measured."""
+    assert whole(1.06) == 1.0 and whole(0.0313) == 1 / 32 and whole(31.2) == 31.0 and whole(2.5) == 2.5

@@ -10,16 +10,17 @@ first elements through its depth. Measured only where an epoch is short enough t
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from ..planning.predict import EpochRestarts
-from ..tfdata.runtime_costs import epoch_restart
+from ..tfdata.runtime_costs import epoch_restart, is_infinite
 from .trace_result import Trace
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
+#: TensorFlow's cardinality of an infinite dataset, and of one it cannot tell.
+INFINITE, UNKNOWN = -1, -2
 #: Epochs longer than this (at the traced rate) are not measured: a restart of a few ms weighs
 #: under 1% of them, and measuring several epochs would cost seconds. Judgement, not measured.
 LONGEST_EPOCH_SECONDS = 2.0
@@ -30,34 +31,57 @@ MEASURE_SECONDS = 1.5
 def restart_scope(t: Trace) -> tuple[float, str] | None:
     """Root minibatches between two restarts and the operator whose subtree restarts: a finite
     pipeline's epoch (the root), or, for an infinite one, one pass of the input of its outermost
-    ``repeat()``. None: unknown, or nothing finite is repeated."""
-    ops = {o.name: o for o in t.ops}
-    p = t.pipeline
-    root = ops.get(p.root)
-    if root is None or root.cardinality is None:
+    ``repeat()`` (TensorFlow's own cardinalities: the trace's counts are of the run, epochs
+    repeated). None: unknown, or nothing finite is repeated."""
+    p, sizes = t.pipeline, t.cardinalities
+    visits = {o.name: o.visit_ratio for o in t.ops}
+    size = sizes.get(p.root, UNKNOWN)
+    if size > 0:
+        return float(size), p.root
+    if size != INFINITE:
         return None
-    if math.isfinite(root.cardinality):
-        return (float(root.cardinality), p.root) if root.cardinality > 0 else None
     for op in [p[p.root], *p.descendants(p.root)]:  # the outermost repeat first
         if op.kind != "repeat" or not op.inputs:
             continue
-        below = ops.get(op.inputs[0])
-        if below is None or below.cardinality is None or not math.isfinite(below.cardinality):
-            return None  # a repeat of an infinite input never restarts it
-        if below.cardinality <= 0 or not below.visit_ratio:
-            return None
-        return below.cardinality / below.visit_ratio, below.name
+        below, v = op.inputs[0], visits.get(op.inputs[0])
+        if sizes.get(below, UNKNOWN) <= 0 or not v:
+            return None  # a repeat of an infinite (or unknown) input never restarts it
+        n = sizes[below] / whole(v)
+        return (n, below) if abs(n - round(n)) < 0.01 else None  # epochs end on a minibatch
     return None
 
 
+def whole(visits: float) -> float:
+    """A traced visit ratio read as the whole number of elements per minibatch it measures (the
+    trace's counts are sampled while elements are in flight: 1.06 for a batch's 1): within 10%."""
+    k = round(visits) if visits >= 1 else 1 / round(1 / visits)
+    return float(k) if k and abs(visits - k) <= 0.1 * k else visits
+
+
 def measure_restarts(ds: "tf.data.Dataset", t: Trace) -> EpochRestarts | None:
-    """The user's epoch restarts, measured on ``ds`` (the user's pipeline, traced as ``t``):
-    None where the epoch is unknown, infinite or longer than :data:`LONGEST_EPOCH_SECONDS`."""
-    scope = restart_scope(t)
-    n = scope[0] if scope else 0.0
-    if not scope or not t.throughput or n / t.throughput > LONGEST_EPOCH_SECONDS or n < 5:
+    """The user's epoch restarts, measured on ``ds`` (the user's pipeline, traced as ``t``): a
+    finite pipeline (or one of unknown length) is run epoch after epoch, as ``repeat()`` on top
+    runs it, its epochs counted; an infinite one restarts below its own ``repeat()`` where
+    TensorFlow knows that epoch's length. None where the epoch is unknown, infinite or longer
+    than :data:`LONGEST_EPOCH_SECONDS`."""
+    p = t.pipeline
+    top = p[p.root]
+    if not t.throughput:
         return None
-    epoch = n / t.throughput
-    epochs = int(min(12, max(3, MEASURE_SECONDS / epoch)))
-    startup = epoch_restart(ds, int(round(n)), epochs=epochs, limit=4 * (epochs + 1) * epoch + 5.0)
-    return EpochRestarts(minibatches=n, startup=startup, below=scope[1]) if startup is not None else None
+    if is_infinite(ds):  # its own repeat(): TensorFlow's epoch length, or nothing
+        scope = restart_scope(t)
+        if scope is None or scope[0] < 5 or scope[0] / t.throughput > LONGEST_EPOCH_SECONDS:
+            return None
+        n, below = int(round(scope[0])), scope[1]
+    else:  # epochs of the whole pipeline, as measurable() repeats them: counted
+        added = top.kind == "repeat" and top.inputs and t.cardinalities.get(p.root) == INFINITE  # measurable()'s
+        n, below = None, top.inputs[0] if added else p.root
+        if t.cardinalities.get(below, UNKNOWN) / t.throughput > LONGEST_EPOCH_SECONDS:
+            return None  # TensorFlow knows it is long
+    epoch = (n or 0) / t.throughput
+    epochs = int(min(12, max(3, MEASURE_SECONDS / epoch))) if epoch else 4
+    measured = epoch_restart(ds, n, epochs=epochs, limit=LONGEST_EPOCH_SECONDS * (epochs + 1) + 5.0,
+                             epoch_limit=2 * LONGEST_EPOCH_SECONDS)
+    if measured is None or measured[0] / t.throughput > LONGEST_EPOCH_SECONDS:
+        return None
+    return EpochRestarts(minibatches=float(measured[0]), startup=measured[1], below=below)

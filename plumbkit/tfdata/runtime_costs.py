@@ -94,29 +94,51 @@ def cache_read_cost() -> float:
     return max(0.0, statistics.median(runs))
 
 
-def epoch_restart(ds: tf.data.Dataset, minibatches: int, *, epochs: int = 4,
-                  limit: float = 10.0) -> float | None:
-    """Seconds each restart of ``ds``'s epoch of ``minibatches`` costs beyond the epoch's steady
-    time: over ``epochs`` epochs repeated (after one that fills any cache), the median epoch's
-    duration less ``minibatches`` times its mid-epoch interval (the middle three fifths, away
+
+def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs: int = 4,
+                  limit: float = 10.0, epoch_limit: float | None = None) -> tuple[int, float] | None:
+    """``(minibatches an epoch, seconds each restart of ``ds``'s epoch costs beyond the epoch's
+    steady time)``: over ``epochs`` epochs (after one that fills any cache), the median epoch's
+    duration less its minibatches times its mid-epoch interval (the middle three fifths, away
     from the restart at either end). The restart builds every thread below the repeat again,
     refills shuffle buffers and waits for the first elements through the pipeline's depth, and
-    the cores idle meanwhile. None: ``limit`` seconds passed first (an epoch too long to matter)."""
-    if minibatches < 5:
+    the cores idle meanwhile. ``minibatches`` None: ``ds`` is finite and each epoch is a fresh
+    iterator of it (as ``repeat()`` on top builds one), its length counted; else ``ds`` repeats
+    inside every ``minibatches``. None: ``limit`` seconds passed first (or an epoch after the
+    first took over ``epoch_limit``), or epochs of unequal length (an epoch too long to matter,
+    or one that cannot be timed)."""
+    stamps = _epoch_stamps(ds, minibatches, epochs + 1, limit, epoch_limit or limit)
+    if not stamps or len({len(e) for e in stamps}) != 1 or len(stamps[0]) < 5:
         return None
-    it = iter(ds.repeat())
-    t0 = time.perf_counter()
-    stamps: list[float] = []
-    for i in range((epochs + 1) * minibatches):
-        next(it)
-        if i >= minibatches:  # the first epoch fills caches and builds functions
-            stamps.append(time.perf_counter())
-        if time.perf_counter() - t0 > limit:
-            return None
+    n = len(stamps[0])
     excess = []
-    for e in range(epochs - 1):  # epoch e: from its first minibatch to the next epoch's first
-        start = e * minibatches
-        a, b = start + minibatches // 5, start + 4 * minibatches // 5
-        interval = (stamps[b] - stamps[a]) / (b - a)
-        excess.append(stamps[start + minibatches] - stamps[start] - minibatches * interval)
-    return max(0.0, statistics.median(excess))
+    for e in range(1, epochs):  # the first epoch fills caches and builds functions
+        a, b = n // 5, 4 * n // 5
+        interval = (stamps[e][b] - stamps[e][a]) / (b - a)
+        excess.append(stamps[e + 1][0] - stamps[e][0] - n * interval)
+    return n, max(0.0, statistics.median(excess))
+
+
+def _epoch_stamps(ds: tf.data.Dataset, minibatches: int | None, epochs: int,
+                  limit: float, epoch_limit: float) -> list[list[float]] | None:
+    """Each epoch's minibatch times (None: over ``limit`` seconds, or an epoch after the first,
+    which may fill a cache, over ``epoch_limit``)."""
+    t0 = time.perf_counter()
+    out: list[list[float]] = []
+    it = iter(ds) if minibatches else None
+    for e in range(epochs):
+        stamps: list[float] = []
+        began = time.perf_counter()
+        for _ in (it if it is not None else iter(ds)):
+            stamps.append(time.perf_counter())
+            if stamps[-1] - t0 > limit or (e and stamps[-1] - began > epoch_limit):
+                return None
+            if minibatches and len(stamps) == minibatches:
+                break
+        out.append(stamps)
+    return out
+
+
+def is_infinite(ds: tf.data.Dataset) -> bool:
+    """TensorFlow knows ``ds`` never ends (a ``repeat()`` without a count on top)."""
+    return int(ds.cardinality().numpy()) == tf.data.INFINITE_CARDINALITY
