@@ -80,7 +80,8 @@ def markdown(section: dict | None) -> list[str]:
         if failed(r):
             lines.append(f"| {r['pipeline']} | failed — {r['failed']} |||||||")
             continue
-        lines.append(f"| {r['pipeline']} | {num(r['free_cores'])} of {r['cores']:g} | {num(r['neighbours_traced'], 2)}, "
+        lines.append(f"| {r['pipeline']} | {num(r['free_cores'])} of {r['cores']:g} | "
+                     f"{num(r['neighbours_traced'], 2)}, "
                      f"{num(r['neighbours_measured'], 2)} | {num(r['predicted'])} ({r['binding']}) | "
                      f"{num(r['measured'])} | {signed_pct(r['error'])} | {num(r['yours'])} | "
                      f"{ratio_cell(r['speedup'])} |")

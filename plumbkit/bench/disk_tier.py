@@ -104,8 +104,9 @@ def contenders(make: Callable, memory, plan) -> list[Contender]:
 
 def plan_summary(plan) -> dict:
     """What the plan chose and predicted before the fact."""
-    fill = plan.fill_prediction
-    return {"tier": plan.cache.tier, "cache": plan.cache.label, "directory": plan.cache.directory,
+    fill, tiers = plan.fill_prediction, tier_changes(plan.proposed_changes)
+    return {"tier": "disk" if tiers else plan.cache.tier, "cache": tiers[0].where if tiers else plan.cache.label,
+            "directory": str(tiers[0].value) if tiers else plan.cache.directory,
             "cache_bytes": plan.cache.bytes, "cache_why": plan.cache.why,
             "predicted": plan.prediction.throughput, "binding": plan.prediction.binding,
             "predicted_fill": fill.throughput if fill else None, "fill_binding": fill.binding if fill else None,
@@ -135,6 +136,7 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
                                 rounds=fill_rounds, evict=evict, log=log)
              if tier_changes(plan.proposed_changes) else [])
     measured_fill = statistics.median(fills) if fills else None
+    fill_rate = epoch_batches / measured_fill if measured_fill else None
     summary = plan_summary(plan)
     tier_bytes = sum(e["bytes"] for e in on_disk_now)
     return {"pipeline": name, "regime": regime, **row, "plan": summary, "memory_plan": plan_summary(memory),
@@ -143,8 +145,8 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
             "tier_bytes_written": tier_bytes * (1 + len(fills)),  # optimize's fill, then each timed one
             "steady_error": error(summary["predicted"], row["measured"].get(PLAN)),
             "first_epoch_seconds": fills, "measured_fill_seconds": measured_fill,
-            "measured_fill": epoch_batches / measured_fill if measured_fill else None,
-            "fill_error": error(summary["predicted_fill_seconds"], measured_fill)}
+            "measured_fill": fill_rate, "fill_error": error(summary["predicted_fill_seconds"], measured_fill),
+            "fill_rate_error": error(summary["predicted_fill"], fill_rate)}
 
 
 def evaluation_records(directory: Path, *, gigabytes: float, size: int = 256, per_file: int = 512) -> list[str]:
@@ -211,7 +213,8 @@ def the_option(plan):
 
 
 def by_label(changes: list[Change], ds: tf.data.Dataset) -> list[Change]:
-    """The plan's threads and prefetch, put on the operators of ``ds`` that carry the same labels."""
+    """The plan's threads and prefetch, put on the operators of ``ds`` that carry the same labels
+    (those above the option's cache: what is below it runs only in the fill, in ``on_disk``'s own)."""
     names = {op.label: op.name for op in pipeline_of(ds)}
     return [Change(c.what, c.where, names[c.where], c.value, c.why) for c in changes
             if c.what in ("parallelism", "prefetch") and c.where in names]
@@ -253,7 +256,8 @@ def shuffled_option(name: str, data: str, *, cache_dir: Path, seconds: float, pr
     return {**row, **measured, "option": {
         "title": option.title, "note": option.note, "tier": tier, "predicted": option.predicted_throughput,
         "plan_predicted": option.plan_throughput, "predicted_gain": option.gain,
-        "threads": [str(c) for c in threads], "error": error(option.predicted_throughput, measured["measured"].get(OPTION))},
+        "threads": [str(c) for c in threads],
+        "error": error(option.predicted_throughput, measured["measured"].get(OPTION))},
         "plan_error": error(plan.prediction.throughput, measured["measured"].get(PLAN)),
         "on_disk": tier_rows(cache_dir)}
 
@@ -302,7 +306,8 @@ def _tier_cell(row: dict) -> str:
 def _fill_cell(row: dict) -> str:
     plan = row["plan"]
     return (f"{num(plan['predicted_fill_seconds'])} s, {num(row['measured_fill_seconds'])} s "
-            f"({signed_pct(row['fill_error'])})")
+            f"({signed_pct(row['fill_error'])}); {num(plan['predicted_fill'])}/s ({plan['fill_binding'] or '—'}), "
+            f"{num(row['measured_fill'])}/s")
 
 
 def tiered_lines(rows: list[dict]) -> list[str]:
@@ -319,7 +324,8 @@ def tiered_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         s, plan = r["speedups"], r["plan"]
         lines.append(f"| {r['pipeline']} | {_tier_cell(r)} | {ratio_cell(s.get(f'{PLAN} / {MEMORY_RIVAL}'))} | "
-                     f"{ratio_cell(s.get(f'{PLAN} / {DISK_RIVAL}'))} | {ratio_cell(s.get(f'{PLAN} / {MEMORY_PLAN}'))} | "
+                     f"{ratio_cell(s.get(f'{PLAN} / {DISK_RIVAL}'))} | "
+                     f"{ratio_cell(s.get(f'{PLAN} / {MEMORY_PLAN}'))} | "
                      f"{ratio_cell(s.get(f'{PLAN} / yours'))} | {num(plan['predicted'])} ({plan['binding']}), "
                      f"{signed_pct(r['steady_error'])} | {_fill_cell(r)} | {_gb(r['tier_bytes_written'])} |")
     return lines + [""] + [f"- **{r['pipeline']}** — {r['regime']}. Tier: {r['plan']['cache_why']}" for r in rows]
@@ -356,7 +362,8 @@ def markdown(section: dict | None) -> list[str]:
     tiered_rows = [rows[k] for k in ("image", "evaluation") if k in rows and not failed(rows[k])]
     lines += tiered_lines(tiered_rows) if tiered_rows else []
     if "shuffled" in rows and not failed(rows["shuffled"]):
-        lines += ["", "### The shuffle-above-the-cache option, measured as an option", ""] + option_lines(rows["shuffled"])
+        lines += ["", "### The shuffle-above-the-cache option, measured as an option", ""]
+        lines += option_lines(rows["shuffled"])
     lines += [f"- **{r['pipeline']}**: failed — {r['failed']}" for r in rows.values() if failed(r)]
     lines += ["", f"The section wrote {_gb(section['bytes_written'])} in all (this process's write_bytes: the "
                   f"evaluation records, every fill of a tier, the plan's probes of the directory); "
