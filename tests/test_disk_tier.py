@@ -91,6 +91,23 @@ def test_a_changed_map_or_a_touched_file_never_reads_the_old_cache(tmp_path):
     assert len(list_caches(tmp_path / "c")) == 2
 
 
+def test_settings_of_speed_alone_keep_the_fingerprint():
+    """Parallelism values, prefetches and threading options change when elements are made,
+    never which or in what order: the plan's tuned pipeline reads the cache the user's filled."""
+    def f(x):
+        return x * 3
+
+    def build(calls, *, deterministic=None, batch=4, fn=f):
+        return tf.data.Dataset.range(100).map(fn, num_parallel_calls=calls, deterministic=deterministic).batch(batch)
+
+    options = tf.data.Options()
+    options.threading.private_threadpool_size = 3
+    tuned = build(tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE).with_options(options)
+    assert fingerprint(build(2)) == fingerprint(tuned)
+    others = [build(2, deterministic=False), build(2, batch=5), build(2, fn=lambda x: x * 4), build(None)]
+    assert len({fingerprint(build(2)), *map(fingerprint, others)}) == 5
+
+
 def test_infinite_or_random_pipelines_are_refused_in_one_line(tmp_path):
     with pytest.raises(NotCacheableError) as err:
         on_disk(tf.data.Dataset.range(3).repeat(), tmp_path)

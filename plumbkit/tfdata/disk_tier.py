@@ -49,7 +49,8 @@ from ..model.disk_tier import (CacheEntry, DiskTierError, FillInProgressError, F
                                default_cache_dir, list_caches, partial_path, publish, read_meta,
                                remove_stale, remove_tree, resolve_cache_dir, tree_bytes)
 from ..model.units import human_bytes
-from .graph import pipeline_from_graph_def
+from .graph import _arg_names as arg_names, pipeline_from_graph_def
+from .graph_walk import node_ref, pruned
 from .python_ops import PYTHON_OPS, callable_of, user_callables
 from .unrebuildable import serialize
 
@@ -75,9 +76,10 @@ _LAYOUT_VERSION = "1"
 
 
 def fingerprint(ds: tf.data.Dataset) -> str:
-    """A hex digest of ``ds``'s graph (names that change per build stripped) and of every source
-    file's name, size and mtime: a changed operator below or a touched file gives a new one, the
-    same pipeline rebuilt in a fresh process the same one.
+    """A hex digest of ``ds``'s graph (names that change per build and settings of speed alone
+    stripped: parallelism values, prefetches, threading options) and of every source file's
+    name, size and mtime: a changed operator below or a touched file gives a new one; the same
+    pipeline rebuilt in a fresh process, or tuned for speed, the same one.
 
     What it cannot see: data a Python function (``py_function``, ``from_generator``) reads by
     itself; the digest covers that function's code, not the files it opens.
@@ -124,6 +126,7 @@ def canonical_graph(graph_def: graph_pb2.GraphDef) -> bytes:
                         order[name] = f"f{len(order)}"
                         visit(functions[name].node_def)
 
+    _without_throughput_settings(g)
     visit(g.node)
     _renumber_nodes(g)
     for node_defs in [g.node, *(f.node_def for f in functions.values())]:
@@ -138,6 +141,49 @@ def canonical_graph(graph_def: graph_pb2.GraphDef) -> bytes:
     del g.library.function[:]
     g.library.function.extend(kept)
     return g.SerializeToString(deterministic=True)
+
+
+#: Operators that never change the elements, only when they are made: dropped from the digest.
+_THROUGHPUT_OPS = frozenset({
+    "PrefetchDataset", "OptionsDataset", "ModelDataset", "MaxIntraOpParallelismDataset",
+    "PrivateThreadPoolDataset", "ExperimentalMaxIntraOpParallelismDataset",
+    "ExperimentalPrivateThreadPoolDataset"})
+#: Inputs and attributes that set how many elements are made at once, never which or in what
+#: order (``deterministic``, which may change the order, is kept).
+_THROUGHPUT_ARGS = frozenset({"num_parallel_calls", "buffer_output_elements", "prefetch_input_elements"})
+_THROUGHPUT_ATTRS = ("use_inter_op_parallelism",)
+
+
+def _without_throughput_settings(g: graph_pb2.GraphDef) -> None:
+    """Drop what sets only the speed (prefetches, options, parallelism values), so a pipeline
+    and the same pipeline as a plan tuned it share a cache: the same elements in the same order.
+    A sequential ``map`` and a parallel one stay apart (different ops): a tuned pipeline whose
+    form changed fills its own cache."""
+    nodes = {n.name: n for n in g.node}
+
+    def through(name: str) -> str:
+        while name in nodes and nodes[name].op in _THROUGHPUT_OPS and nodes[name].input:
+            name = node_ref(nodes[name].input[0])
+        return name
+
+    for node in g.node:
+        names = arg_names(node.op, node)
+        inputs = []
+        for k, ref in enumerate(node.input):
+            if k < len(names) and names[k] in _THROUGHPUT_ARGS:
+                inputs.append(names[k])  # the value dropped, the argument's place kept
+            elif not ref.startswith("^") and node_ref(ref) in nodes:
+                inputs.append(through(node_ref(ref)))
+            else:
+                inputs.append(ref)
+        node.input[:] = inputs
+        for key in _THROUGHPUT_ATTRS:
+            if key in node.attr:
+                del node.attr[key]
+    pruned(g)
+    kept = [n for n in g.node if n.op not in _THROUGHPUT_OPS]
+    del g.node[:]
+    g.node.extend(kept)
 
 
 def _renumber_nodes(g: graph_pb2.GraphDef) -> None:
