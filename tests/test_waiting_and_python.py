@@ -200,7 +200,7 @@ def test_a_sleeping_generator_is_latency_bound_and_interleaving_copies_is_offere
     assert not any(c.what == "interleave_sources" for c in plan.changes)  # never applied silently
     (option,) = plan.options
     assert option.changes[0].what == "interleave_sources" and option.changes[0].where == "from_generator"
-    assert option.gain > 2 and "order" in option.note, str(option)
+    assert "order" in option.note, str(option)
     assert "order" in str(option) and "predicted" in str(option)
     # the user turns it on: the exported cell says how, where the source is built, and runs as before
     cell = ("import tensorflow as tf\n"
@@ -219,3 +219,10 @@ def test_a_sleeping_generator_is_latency_bound_and_interleaving_copies_is_offere
     exec(cell, before)
     assert [list(b) for b in ran["ds"].as_numpy_iterator()] == [list(b) for b in before["ds"].as_numpy_iterator()]
     assert note_options(cell, []) == cell
+    # The copies need CPU for their Python, and the model counts only the cores other processes
+    # left free during the trace: beside neighbours on nearly both cores (0.1 free) it rightly
+    # predicts 1.2-1.9x, bound by that CPU (seen at load 7-10); -ra lists the skip.
+    others = trace.analysis.neighbour_cores or 0.0
+    if option.gain <= 2 and trace.cores - others < 0.5:
+        pytest.skip(f"busy machine: other processes kept {others:.1f} of {trace.cores:g} cores busy: {option}")
+    assert option.gain > 2, str(option)
