@@ -506,7 +506,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip", default="", help="comma-separated sections to skip: end_to_end,stepping,accuracy,cache,overhead,"
                              "cancel,pick_best,offload,disk_tier,model_in_the_loop,busy_core")
     parser.add_argument("--eval-gb", type=float, default=3.0,
-                        help="GB of JPEG records the disk_tier section's evaluation pipeline reads (written, then removed)")
+                        help="GB of JPEG records the disk_tier section's evaluation pipeline reads (written, then "
+                             "removed); that section runs only when --only names it")
     parser.add_argument("--resume", action="store_true",
                         help="keep the end-to-end rows already in OUT/partial.json and run only the rest")
 
@@ -686,14 +687,17 @@ def run(args: argparse.Namespace) -> int:
 def issue_sections(args: argparse.Namespace, *, data: str, out: Path, seconds: float, protocol: Protocol,
                    skip: set[str], log: Callable[[str], None]) -> dict[str, dict]:
     """Issues 26 and 27's sections (disk tier, model in the loop, one core kept busy): each runs
-    unless skipped, and with ``--only`` only when named there."""
+    unless skipped, and with ``--only`` only when named there; the disk tier (tens of minutes, GBs
+    written and removed) only when ``--only`` names it, so an end-to-end run stays as it was."""
     from . import busy_core, disk_tier, model_loop  # they use this module's helpers: imported here, no cycle
     only = {n.strip() for n in (args.only or "").split(",") if n.strip()}
     runs = {disk_tier.SECTION: lambda: disk_tier.disk_tier_section(data, out, seconds=seconds, protocol=protocol,
                                                                    log=log, eval_gb=getattr(args, "eval_gb", 3.0)),
             model_loop.SECTION: lambda: model_loop.model_loop_section(data, seconds=seconds, protocol=protocol, log=log),
             busy_core.SECTION: lambda: busy_core.busy_core_section(data, seconds=seconds, protocol=protocol, log=log)}
-    return {name: run() for name, run in runs.items() if name not in skip and (not only or name in only)}
+    opt_in = {disk_tier.SECTION}
+    return {name: run() for name, run in runs.items()
+            if name not in skip and (name in only or not only and name not in opt_in)}
 
 
 def issue_markdown(report: dict) -> list[str]:
