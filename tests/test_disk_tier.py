@@ -21,7 +21,8 @@ from plumbkit import cli
 from plumbkit.model.disk_tier import tree_bytes
 from plumbkit.tfdata.disk_tier import (KEEP_FREE_BYTES, FillInProgressError, FillInterrupted,
                                        NotCacheableError, SpaceError, clear_caches, default_cache_dir,
-                                       find_cache, fingerprint, list_caches, on_disk)
+                                       find_cache, fingerprint, list_caches, on_disk, read_tier,
+                                       write_tier)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,6 +70,8 @@ def test_reads_back_the_same_elements_in_order_and_fills_once(tmp_path):
     [entry] = list_caches(tmp_path)
     assert entry.complete and entry.elements == 1003 and entry.bytes == tree_bytes(entry.path)
     assert find_cache(ds, tmp_path) == entry and find_cache(ds.take(5), tmp_path) is None
+    assert write_tier(ds, tmp_path / "probe") == 1003  # the same form, unguarded, for a probe
+    assert same_elements(read_tier(tmp_path / "probe", ds.element_spec), ds)
     again = on_disk(ds, tmp_path)  # found, not filled again
     assert list_caches(tmp_path) == [entry]
     assert same_elements(again, ds)

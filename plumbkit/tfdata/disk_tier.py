@@ -33,6 +33,7 @@ measures the read-back cost per element of this form in the user's process, not 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -44,8 +45,8 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
-from ..model.disk_tier import (CacheEntry, DiskTierError, FillInProgressError, FillInterrupted,
-                               FillLock, NotCacheableError, SpaceError, clear_caches, complete_path,
+from ..model.disk_tier import (META_FILE, CacheEntry, DiskTierError, FillInProgressError,
+                               FillInterrupted, FillLock, NotCacheableError, SpaceError, clear_caches, complete_path,
                                default_cache_dir, list_caches, partial_path, publish, read_meta,
                                remove_stale, remove_tree, resolve_cache_dir, tree_bytes)
 from ..model.units import human_bytes
@@ -54,7 +55,7 @@ from .graph_walk import node_ref, pruned
 from .python_ops import PYTHON_OPS, callable_of, user_callables
 from .unrebuildable import serialize
 
-__all__ = ["on_disk", "fingerprint", "find_cache", "static_bytes", "default_cache_dir", "list_caches", "clear_caches",
+__all__ = ["on_disk", "fingerprint", "find_cache", "static_bytes", "write_tier", "read_tier", "default_cache_dir", "list_caches", "clear_caches",
            "CacheEntry", "DiskTierError", "NotCacheableError", "SpaceError",
            "FillInProgressError", "FillInterrupted"]
 
@@ -546,6 +547,23 @@ def record_elements(element_spec) -> int:
 def _disk_full(err: BaseException) -> bool:
     text = str(err)
     return "No space left" in text or "ENOSPC" in text or "Disk quota exceeded" in text
+
+
+def write_tier(ds: tf.data.Dataset, path: "str | Path") -> int:
+    """Write ``ds`` at ``path`` exactly as a fill does (records, shards, the generator, the
+    metadata) but without the guard (no fingerprint, lock, rename or sync): for a probe that
+    measures this form's write and read speed. Returns the elements written."""
+    path = Path(path)
+    limits = _Limits(path.parent, None, lambda d: shutil.disk_usage(d).free)
+    elements = _Filler(ds, path, limits, None, None).run()
+    (path / META_FILE).write_text(json.dumps({"shards": SHARDS, "elements": elements,
+                                              "record_elements": record_elements(ds.element_spec)}))
+    return elements
+
+
+def read_tier(path: "str | Path", element_spec) -> tf.data.Dataset:
+    """The tier at ``path`` (written by a fill or :func:`write_tier`) as a Dataset of ``element_spec``."""
+    return _reader(Path(path), element_spec)
 
 
 def _reader(path: Path, element_spec) -> tf.data.Dataset:
