@@ -62,6 +62,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     protocol = PROTOCOLS[args.protocol]
     progress = ProgressPrinter(sys.stdout)
     plan = optimize(pipeline, seconds=args.seconds, memory_budget=args.memory_budget,
+                    disk_budget=args.disk_budget, cache_dir=args.cache_dir,
                     protocol=replace(protocol, rounds=args.rounds or protocol.rounds), on_progress=progress)
     progress.close()
     if plan.partial:
@@ -159,6 +160,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(text: str) -> float:
+    """An argparse type: ``2GB``, ``500MB``, ``1e9`` -> bytes (a bad one: argparse's one line)."""
+    from .model.units import parse_bytes
+    try:
+        return float(parse_bytes(text, "size"))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plumbkit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -172,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--per-file", type=int, default=128)
     demo.add_argument("--data", help="folder for the generated data (default: a temporary folder)")
     demo.add_argument("--memory-budget", type=float, default=None, help="bytes (default: half of free memory)")
+    demo.add_argument("--disk-budget", type=_size, default=None,
+                      help="disk tier budget, e.g. 2GB (default: off; the plan offers it with the space it needs)")
+    demo.add_argument("--cache-dir", default=None, help="the disk tier's folder (default: ~/.cache/plumbkit)")
     demo.add_argument("--protocol", choices=tuple(PROTOCOLS), default="quick", help=PROTOCOL_HELP)
     demo.add_argument("--rounds", type=int, default=None,
                       help="interleaved rounds measuring each configuration (default: the protocol's)")

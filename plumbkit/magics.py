@@ -7,31 +7,25 @@ it to the widgets or the API. Bad input gets one clear line, never a plumbkit tr
 from __future__ import annotations
 
 import ast
-import re
 from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from .model import units
 from .model.protocol import PROTOCOL_HELP, PROTOCOLS
-
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "PB": 10**15,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
 
 class PlumbUsageError(ValueError):
     pass
 
 
-def parse_bytes(text: str | None) -> float | None:
+def parse_bytes(text: str | None, what: str = "memory budget") -> float | None:
     """``"2GB"``, ``"500MB"``, ``"1e9"`` -> bytes."""
-    if text is None:
-        return None
-    m = re.fullmatch(r"\s*([0-9.eE+]+)\s*([A-Za-z]*)\s*", text)
-    if not m or m.group(2).upper() not in _UNITS:
-        raise PlumbUsageError(f"cannot read memory budget {text!r}: use e.g. 500MB or 2GB")
-    return float(m.group(1)) * _UNITS[m.group(2).upper()]
+    try:
+        return units.parse_bytes(text, what)
+    except ValueError as err:
+        raise PlumbUsageError(str(err)) from None
 
 
 def _is_dataset(value: Any) -> bool:
@@ -119,6 +113,10 @@ class PlumbMagics(Magics):
     @argument("--var", default=None, help="variable holding the pipeline (when it is not the last expression)")
     @argument("--cores", type=int, default=None, help="cores to plan for (default: this machine's)")
     @argument("--memory-budget", default=None, help="cache budget, e.g. 2GB (default: half of free memory)")
+    @argument("--disk-budget", default=None,
+              help="disk tier budget, e.g. 2GB: a cache memory cannot hold may go to --cache-dir "
+                   "(default: off; the plan offers it with the space it needs)")
+    @argument("--cache-dir", default=None, help="the disk tier's folder (default: ~/.cache/plumbkit)")
     @argument("--optimize", action="store_true",
               help="trace, then run the full optimization in this cell (progress; interrupt to cancel)")
     @argument("--step", action="store_true", help="trace, then take one bottleneck step in this cell")
@@ -147,6 +145,7 @@ class PlumbMagics(Magics):
         try:
             args = parse_argstring(self.plumb, line)
             budget = parse_bytes(args.memory_budget)
+            args.disk_budget = parse_bytes(args.disk_budget, "disk budget")
         except (PlumbUsageError, Exception) as err:  # noqa: BLE001 - a usage problem, one line
             print(f"plumbkit: {err}")
             return None
@@ -223,7 +222,8 @@ class PlumbMagics(Magics):
         from .widgets import PlumbWidget
         one_shot = args.optimize or args.step
         widget = PlumbWidget(pipeline, seconds=args.seconds, cores=args.cores, max_batches=args.batches,
-                             memory_budget=budget, cell_source=cell, namespace=self.shell.user_ns,
+                             memory_budget=budget, disk_budget=args.disk_budget, cache_dir=args.cache_dir,
+                             cell_source=cell, namespace=self.shell.user_ns,
                              live=not one_shot, verbose=args.verbose, protocol=args.protocol,
                              in_the_loop=args.in_the_loop)
         self.last_widget = widget
@@ -275,7 +275,8 @@ class PlumbMagics(Magics):
                       f"new pipeline in `plumbed_ds`")
         if args.optimize:
             progress = ProgressPrinter(sys.stdout, prefix="plumbkit: ")
-            plan = optimize(pipeline, cores=args.cores, memory_budget=budget,
+            plan = optimize(pipeline, cores=args.cores, memory_budget=budget, disk_budget=args.disk_budget,
+                            cache_dir=args.cache_dir,
                             seconds=max(2.0, min(args.seconds, 6.0)), on_progress=progress,
                             protocol=PROTOCOLS[args.protocol], **args.in_the_loop)
             progress.close()

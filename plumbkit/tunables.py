@@ -244,6 +244,24 @@ ESTIMATE_MARGIN = 0.25
 #: on a small machine 20% may not be enough.
 MAX_BUDGET_SHARE = 0.8
 
+# -- The disk tier (plumbkit.planning.disk_tier, plumbkit.tfdata.disk_probe) -----------------
+
+#: A disk tier is chosen only where the plan reading it back is predicted at least this much
+#: faster than the plan recomputing what is below it: the tier costs a first epoch of writes and
+#: gigabytes of disk, and its read figure comes from a probe of a few MB.
+#: From: judgement (issue 26: "a tier slower than recomputing is never chosen"; the probe it
+#: reads is e770f8c's); the case it was made for gains 1.32x (save/load of the resized images
+#: against AUTOTUNE + a memory cache of the parsed records, method.md "A disk tier, by hand").
+#: Not measured apart.
+#: Machine: the dev VM (2 cores, a virtual disk reading ~130-450 MB/s), TF 2.21.
+#: Sensitive to: the probe's spread under load (its read bandwidth varied 1.5-3x at load 8-12).
+TIER_GAIN = 1.10
+#: Share of a directory's free space a disk tier may take when no disk budget caps it (the user's
+#: other files need the rest; the fill itself always leaves 256 MB, plumbkit.tfdata.disk_tier).
+#: From: judgement (e770f8c's probe reports the free space). Not measured. Machine: any.
+#: Sensitive to: what else writes to that disk while the tier fills.
+DISK_FREE_SHARE = 0.8
+
 # -- Offload to tf.data service (plumbkit.engine.offload, plumbkit.planning.offload) ---------
 
 #: A core that gives a spinning probe less than this share is shared with other processes

@@ -32,6 +32,7 @@ from ..model.demand import ModelDemand
 from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import Decisions, decide, priced_options
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
+from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
 from ..planning.predict import (
     Evidence,
@@ -53,6 +54,7 @@ from . import baselines as configurations
 from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
+from .disk_tier import decide_tiered, fill_tier
 from .demand import check_step_arguments, training_alike, training_figures
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
@@ -67,7 +69,8 @@ if TYPE_CHECKING:
 #: Names of the configurations compared, in the order they are shown.
 YOURS, PLUMBKIT = "yours", "plumbkit"
 AUTOTUNE_WITH = "autotune + same cache"
-CONFIGURATIONS = (YOURS, "naive", "heuristic", "autotune", AUTOTUNE_WITH, PLUMBKIT)
+AUTOTUNE_WITH_DISK = "autotune + same disk cache"  # only where the plan holds a disk tier
+CONFIGURATIONS = (YOURS, "naive", "heuristic", "autotune", AUTOTUNE_WITH, AUTOTUNE_WITH_DISK, PLUMBKIT)
 
 
 def _quiet(_: str, __: float) -> None:
@@ -115,6 +118,9 @@ class Plan:
     runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
     options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
+    #: the disk tier the plan holds: where, how large, its steady state (``prediction``) and its
+    #: filling epoch predicted (None: no tier; an offered one is among ``options``)
+    tier: TierPlan | None = None
     #: with optimize(..., model=/step=): the training step's demand, and training steps/s measured
     #: alike with the step in the loop (yours, the plan, AUTOTUNE; ``measured_steps_per_s``: the plan's)
     model: ModelDemand | None = None
@@ -244,12 +250,13 @@ class _Planned:
     yours_fill: int  # minibatches that fill your own caches
     notes: list[str]
     final_trace: Trace | None = None
+    rival_fill: int = 0  # minibatches that fill "AUTOTUNE + the same cache"'s caches, where not ``fill``
     fill_took: float | None = None  # seconds the guarded fill of the plan's cache ran (None: none ran)
 
 
 @operation("optimize", partial=lambda *cut_short: partial_plan(Plan, *cut_short))
 def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget: float | None = None,
-             seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
+             disk_budget: float | None = None, cache_dir: str | None = None, seconds: float = 5.0, rounds: int = 1, compare: bool = True, protocol: Protocol | None = None,
              costs: Mapping[str, float] | None = None, before_each: Callable[[str], None] | None = None,
              should_stop: Callable[[], bool] | None = None, on_progress: Progress | None = None,
              model: Any = None, step: Callable[[Any], Any] | None = None) -> Plan:
@@ -262,6 +269,10 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``rounds`` > 1 traces the rewritten pipeline and lets the LP on that trace move threads (the
     prediction is still made before the fact, for the layout that ships). ``costs`` (operator
     label -> CPU seconds per element, e.g. a per-operator calibration) replace the trace's rates.
+    ``disk_budget`` (bytes; None: off) lets a cache memory cannot hold go to a disk tier in
+    ``cache_dir`` (default ``~/.cache/plumbkit``) where reading it back is predicted faster than
+    recomputing it; without one the tier is offered (an option with the space it needs), never
+    written. The directory is measured first (a few MB, removed).
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
     comparison ends there, incomplete, and your pipeline comes back unchanged.
@@ -285,7 +296,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                            restarts=measure_restarts(ds, original))  # a short epoch repeated
     disk = disk_bound(original, parallelism=int(cores))
     planned = _plan_before_the_fact(ds, original, cores=cores, memory_budget=memory_budget, runtime=runtime,
-                                    disk=disk, costs=costs, protocol=protocol, progress=progress)
+                                    disk=disk, costs=costs, protocol=protocol, progress=progress,
+                                    disk_budget=disk_budget, cache_dir=cache_dir, should_stop=should_stop)
     if note:
         planned.notes.insert(0, note)
     for r in range(1, rounds):
@@ -299,7 +311,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     if parallelized and costs is None:
         progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
         original = with_parallel_costs(ds, original, parallelized)
-    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs)
+    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
+                             tiers=planned.decisions.tiers)
     prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
@@ -316,6 +329,9 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
     plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=first_epoch)
     plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
+    plan.tier = _tier_of(ev, changes, planned.decisions.tier)
+    if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
+        plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
     _in_the_loop(plan, ds, contenders, protocol, model=model, step=step, should_stop=should_stop, progress=progress)
     progress("done", 1.0)
     return plan
@@ -373,16 +389,36 @@ def _first_epoch(ev: Evidence, changes: list[Change], planned: _Planned, predict
     return fill, seconds, cold
 
 
+def _tier_of(ev: Evidence, changes: list[Change], tier: TierPlan | None) -> TierPlan | None:
+    """The plan's disk tier with both predictions made from the evidence the plan's own is made
+    from (its steady state is then the plan's prediction)."""
+    if tier is None:
+        return None
+    return plan_tier(tier.candidate, ev, changes, tier.recompute, directory=tier.directory,
+                     measurement=tier.measurement, applied=True, memory_cache=tier.memory_cache)
+
+
 def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: float, memory_budget: float | None,
                           runtime: RuntimeCosts, disk: float | None, costs: Mapping[str, float] | None,
-                          protocol: Protocol, progress: Progress) -> _Planned:
-    """Decide the plan on the trace of your pipeline, and fill its cache once under a guard:
-    where the cache outgrows its budget, plan again without one."""
+                          protocol: Protocol, progress: Progress, disk_budget: float | None = None,
+                          cache_dir: str | None = None, should_stop: Callable[[], bool] | None = None) -> _Planned:
+    """Decide the plan on the trace of your pipeline (a disk tier placed, offered or refused:
+    :mod:`plumbkit.engine.disk_tier`), and fill its cache once under a guard: where the cache
+    outgrows its budget or the disk tier cannot be filled, plan again without it."""
     root = pipeline_of(ds).root
-    decisions = decide(original, cores=cores, memory_budget=memory_budget, root=root,
-                       disk_bound=disk, runtime=runtime, costs=costs)
-    cache = decisions.cache
+    args = dict(cores=cores, root=root, disk_bound=disk, runtime=runtime, costs=costs)
+    decisions = decide_tiered(original, disk_budget=disk_budget, cache_dir=cache_dir, memory_budget=memory_budget,
+                              progress=progress, **args)
     yours_fill = _fill(original, _user_caches(original, root), ds, limit=protocol.fill_limit)
+    if decisions.tier is not None:
+        failed = fill_tier(ds, decisions.changes, progress, should_stop)
+        if failed is None:  # filled before anything is measured: every build reads it back
+            rival_fill = max(yours_fill, _fill(original, [c.node for c in decisions.tier.memory_cache]))
+            return _Planned(decisions, list(decisions.changes), decisions.cache, None, yours_fill, yours_fill,
+                            list(decisions.notes) + [str(decisions.tier)], rival_fill=rival_fill)
+        decisions = decide(original, memory_budget=memory_budget, **args)
+        decisions.notes.append(f"no disk tier: {failed}")
+    cache = decisions.cache
     planned = _Planned(decisions, list(decisions.changes), cache, cache.budget if cache.node else None,
                        max(yours_fill, _fill(original, [cache.node] if cache.node else [])), yours_fill,
                        list(decisions.notes))
@@ -429,12 +465,19 @@ def _contenders(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Datase
     contenders = [Contender(YOURS, build_yours, planned.yours_fill)]
     if changes:
         contenders.append(Contender(PLUMBKIT, lambda: apply_changes(ds, changes, cache_limit=limit), planned.fill))
+    tier = planned.decisions.tier
+    # with a disk tier, "AUTOTUNE + the same cache" has the memory cache the plan would place without
+    # the tier, and "AUTOTUNE + the same disk cache" the tier itself, built and filled as the plan's
+    rival = list(tier.memory_cache) + [c for c in changes if c.what == "prefetch"] if tier else changes
+    if compare and tier is not None:
+        contenders[1:1] = [Contender(AUTOTUNE_WITH_DISK, lambda: configurations.autotune_with_disk(ds, changes, cores),
+                                     planned.yours_fill)]
     if compare:
         contenders[1:1] = [
             Contender("naive", lambda: configurations.naive(build_yours(), cores), planned.yours_fill),
             Contender("heuristic", lambda: configurations.heuristic(build_yours(), cores), planned.yours_fill),
             Contender("autotune", lambda: configurations.autotune(build_yours(), cores), planned.yours_fill),
-            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, changes, cores), planned.fill),
+            Contender(AUTOTUNE_WITH, lambda: configurations.autotune_with(ds, rival, cores), planned.rival_fill or planned.fill),
         ]
     return contenders
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from ..analysis.operational import Analysis, OpStats, current_capacity, in_pipeline_scale
 from ..model.plan import CacheDecision, Change, Option
@@ -40,6 +40,7 @@ from .predict import (
     Layout,
     Prediction,
     RuntimeCosts,
+    TierRead,
     Traced,
     best_allocation,
     demands,
@@ -50,6 +51,9 @@ from .predict import (
     predict,
 )
 from .fill import fills_a_cache, predict_fill
+
+if TYPE_CHECKING:
+    from .disk_tier import TierPlan
 
 #: Name of the pseudo-operator for CPU no operator accounts for (thread pools, the consumer).
 OVERHEAD = "(unattributed overhead)"
@@ -76,6 +80,10 @@ class Decisions:
     options: list[Option] = field(default_factory=list)  # offered, not applied (they change order)
     charged: dict[str, float] = field(default_factory=dict)  # pseudo-operator -> cores the LP charged
     free: list[str] = field(default_factory=list)  # labels of operators that cost nothing in steady state
+    #: the disk tier the plan holds (:mod:`.disk_tier`: where, how large, its steady state and
+    #: its fill predicted), and what reading each measured candidate back costs
+    tier: "TierPlan | None" = None
+    tiers: dict[str, TierRead] = field(default_factory=dict)
     #: the chosen layout's first epoch, while its caches fill (:func:`.fill.predict_fill`); None:
     #: no cache fills
     fill_prediction: Prediction | None = None
@@ -184,7 +192,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
            prefetch: bool = True, cache: bool = True, root: str | None = None,
            bounds: dict[str, float] | None = None, disk_bound: float | None = None,
            include_overhead: bool = False, runtime: RuntimeCosts | None = None,
-           costs: Mapping[str, float] | None = None) -> Decisions:
+           costs: Mapping[str, float] | None = None, cache_at: CacheDecision | None = None,
+           tiers: Mapping[str, TierRead] | None = None) -> Decisions:
     """Run the passes on one trace of the user's pipeline: cache, LP parallelism, prefetch.
 
     Everything is decided and predicted from this trace and the measured ceilings: ``runtime``
@@ -193,7 +202,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     (operator -> CPU seconds per element, e.g. calibrated) replace the trace's rates where given.
     ``root`` is the user's top operator when the trace ran a wrapped pipeline (epochs repeated
     for measuring); only it and what lies below it are changed. The user's own caches and
-    prefetches are kept. ``include_overhead`` (a later round, on a trace of the rewritten
+    prefetches are kept. ``cache_at`` places the cache there instead of deciding it (a disk
+    tier, :mod:`.disk_tier`, whose read costs ``tiers`` holds). ``include_overhead`` (a later round, on a trace of the rewritten
     pipeline) charges the trace's unattributed CPU in the LP instead of the runtime's costs.
     """
     cores = cores or trace.analysis.cores
@@ -201,9 +211,10 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     p = trace.pipeline
     root = root or p.root
     mine = {root} | {o.name for o in p.descendants(root)}
-    cache_decision = (decide_cache(trace, usable.bytes, root) if cache else  # a later round keeps it
-                      CacheDecision(None, None, None, usable.bytes, "kept from the previous round"))
-    ev = evidence_from_trace(trace, cores=cores, runtime=runtime, disk=disk_bound, costs=costs, ceilings=bounds)
+    cache_decision = cache_at or (decide_cache(trace, usable.bytes, root) if cache else  # a later round keeps it
+                                  CacheDecision(None, None, None, usable.bytes, "kept from the previous round"))
+    ev = evidence_from_trace(trace, cores=cores, runtime=runtime, disk=disk_bound, costs=costs, ceilings=bounds,
+                             tiers=tiers)
     cached = frozenset({cache_decision.node}) if cache_decision.node else frozenset()
     skip = free_in_steady_state(ev, Layout(cached=cached))
     tunable = _tunable(trace, mine, skip)
@@ -218,7 +229,9 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     steady = (tunable, allocation, resource_lp, "")
     changes = _parallelism_changes(trace, [steady], cores=cores, root=root)
     if cache_decision.node is not None:
-        changes.append(Change("cache", cache_decision.label, cache_decision.node, "", cache_decision.why))
+        on_disk = cache_decision.tier == "disk"
+        changes.append(Change("disk_tier" if on_disk else "cache", cache_decision.label, cache_decision.node,
+                              cache_decision.directory if on_disk else "", cache_decision.why))
     below = [s for s in _tunable(trace, mine, set()) if s.name in skip]  # they run while the cache fills
     changes = _with_fill_threads(trace, ev, changes, steady, below, cores=cores, root=root, bounds=bounds)
     prediction = predict(ev, layout_with(ev, changes))
@@ -237,7 +250,7 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta_by_label={labels.get(k, k): v for k, v in allocation.theta.items() if k in mine},
         charged={k: v for k, v in allocation.theta.items() if k in PSEUDO or k == OVERHEAD},
         free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
-        options=priced_options(ev, changes, options, prediction), fill_prediction=fill,
+        options=priced_options(ev, changes, options, prediction), fill_prediction=fill, tiers=dict(tiers or {}),
         notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes + kept)
 
 

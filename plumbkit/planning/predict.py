@@ -51,6 +51,8 @@ CONSUMER = "(consumer: your loop's next(), measured)"
 HANDOFFS = "(tf.data thread hand-offs, measured)"
 CACHE_READS = "(cache reads, measured)"
 DISK = "disk bandwidth / bytes per minibatch"
+#: The limit a disk tier's reads set in steady state (its directory's read bandwidth, measured).
+TIER_READ = "disk tier read bandwidth"
 PSEUDO = frozenset({CONSUMER, HANDOFFS, CACHE_READS})
 
 
@@ -118,6 +120,21 @@ class EpochRestarts:
         if not (steady > 0 and math.isfinite(steady)) or self.minibatches <= 0:
             return steady
         return self.minibatches / (self.minibatches / steady + startup)
+
+
+@dataclass(frozen=True)
+class TierRead:
+    """Reading one disk tier back (:mod:`plumbkit.planning.disk_tier`), measured before the fact
+    in its directory (:mod:`plumbkit.tfdata.disk_probe`, page cache evicted)."""
+
+    cpu_per_element: float  # CPU seconds per element read back
+    bytes_per_element: float  # the cached operator's elements
+    read_bandwidth: float  # bytes/s the directory reads
+
+    def limit(self, visits: float) -> float:
+        """Minibatches/s the directory reads at ``visits`` elements per minibatch."""
+        per_batch = self.bytes_per_element * visits
+        return self.read_bandwidth / per_batch if per_batch > 0 else math.inf
 
 
 class Traced(Protocol):
@@ -193,6 +210,9 @@ class Evidence:
     #: Python consumer's own seconds per minibatch (it holds the GIL too)
     demands: tuple[Demand, ...] = ()
     consumer_gil: float = 0.0
+    #: operator -> what reading a disk tier of its output back costs (measured; a layout's
+    #: ``on_disk`` operators are charged these instead of a memory cache's read)
+    tiers: Mapping[str, TierRead] = field(default_factory=dict)
     #: cores other processes that compete with this one kept busy during the trace (of ``cores``;
     #: below NEIGHBOUR_FLOOR: none): the CPU limits count only the cores left free
     neighbours: float = 0.0
@@ -223,7 +243,8 @@ class Evidence:
 def evidence_from_trace(trace: Traced, *, cores: float | None = None,
                         runtime: RuntimeCosts | None = None, disk: float | None = None,
                         costs: Mapping[str, float] | None = None,
-                        ceilings: Mapping[str, float] | None = None) -> Evidence:
+                        ceilings: Mapping[str, float] | None = None,
+                        tiers: Mapping[str, TierRead] | None = None) -> Evidence:
     """The evidence in a trace of the user's pipeline, plus the measured ceilings.
 
     ``costs`` (operator name or label -> CPU seconds per element, e.g. from a per-operator
@@ -256,7 +277,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
         parallel_cost=parallel, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
-        consumer_gil=a.consumer_cpu_per_batch or 0.0, neighbours=neighbours_within(a, cores),
+        consumer_gil=a.consumer_cpu_per_batch or 0.0, tiers=dict(tiers or {}), neighbours=neighbours_within(a, cores),
     )
 
 
@@ -288,6 +309,7 @@ class Layout:
     threads: Mapping[str, int] = field(default_factory=dict)
     cached: frozenset[str] = frozenset()
     prefetched: frozenset[str] = frozenset()
+    on_disk: frozenset[str] = frozenset()  # cached operators whose cache is a disk tier
 
 
 def layout_as_traced(ev: Evidence) -> Layout:
@@ -311,7 +333,7 @@ def layout_with(ev: Evidence, changes: Iterable[Change], *, autotune_threads: in
             if value < 0:
                 value = ev.threads_seen.get(op.name) or autotune_threads or int(ev.cores)
             threads[op.name] = max(1, value)
-    cached, prefetched = set(), set()
+    cached, prefetched, on_disk = set(), set(), set()
     for c in changes:
         if c.what == "parallelism":
             threads[c.node] = int(c.value) if int(c.value) > 0 else (autotune_threads or int(ev.cores))
@@ -321,11 +343,15 @@ def layout_with(ev: Evidence, changes: Iterable[Change], *, autotune_threads: in
             threads[c.node] = int(c.value)
         elif c.what == "cache":
             cached.add(c.node)
+        elif c.what == "disk_tier":  # read back from a directory: a cache with the tier's costs
+            cached.add(c.node)
+            on_disk.add(c.node)
         elif c.what == "prefetch" and p[c.node].kind != "prefetch":
             prefetched.add(c.node)
     if ev.injected_prefetch and p[p.root].kind != "prefetch":
         prefetched.add(p.root)  # tf.data injects it again: the options are the user's
-    return Layout(threads=threads, cached=frozenset(cached), prefetched=frozenset(prefetched))
+    return Layout(threads=threads, cached=frozenset(cached), prefetched=frozenset(prefetched),
+                  on_disk=frozenset(on_disk))
 
 
 def free_in_steady_state(ev: Evidence, layout: Layout) -> set[str]:
@@ -389,7 +415,10 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             stage = f"prefetch thread above {op.label}"
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
-            charge(stage, rt.cache_write * V if filling else rt.cache_read * V)
+            tier = ev.tiers.get(name) if name in layout.on_disk else None
+            charge(stage, rt.cache_write * V if filling else _read_cost(ev, layout, name) * V)
+            if tier is not None and not filling:
+                limits[f"{TIER_READ} at {op.label}"] = tier.limit(V)
             if not filling:
                 continue
         if name in free:
@@ -523,10 +552,10 @@ def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | No
                                 + (0.0 if ev.runtime_in_costs and ev.injected_prefetch else 1.0))
         if handoff > 0:
             rates[HANDOFFS] = 1.0 / handoff
-        reads = sum(ev.visits.get(n, 1.0) for n in layout.cached) + sum(
-            ev.visits.get(op.name, 1.0) for op in p if op.kind == "cache" and op.name not in free)
-        if reads and rt.cache_read > 0:
-            rates[CACHE_READS] = 1.0 / (rt.cache_read * reads)
+        reads = sum(ev.visits.get(n, 1.0) * _read_cost(ev, layout, n) for n in layout.cached) + sum(
+            ev.visits.get(op.name, 1.0) * rt.cache_read for op in p if op.kind == "cache" and op.name not in free)
+        if reads > 0:
+            rates[CACHE_READS] = 1.0 / reads
     bounds: dict[str, float] = dict(ev.ceilings)
     if rt.best_consumer and not charge_runtime:
         bounds[CONSUMER] = rt.best_consumer
@@ -542,6 +571,13 @@ def best_allocation(ev: Evidence, layout: Layout, *, tunable: Iterable[str] | No
     # more than the free cores costs little, and the scheduler shares cores out per thread
     return solve_cpu_lp(rates, cores=ev.cores, sequential=sequential, extra_bounds=bounds, min_theta=floors,
                         max_theta=caps)  # an interleave uses at most its cycle length
+
+
+def _read_cost(ev: Evidence, layout: Layout, name: str) -> float:
+    """CPU seconds per element read back from the cache above ``name``: a disk tier's, measured,
+    or a memory cache's."""
+    tier = ev.tiers.get(name) if name in layout.on_disk else None
+    return tier.cpu_per_element if tier is not None else ev.runtime.cache_read
 
 
 def prediction_error(predicted: float, measured: float) -> float:

@@ -10,7 +10,7 @@ thing in the user's words: ``plumbkit.on_disk(<dataset below>, cache_dir="<path>
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -23,17 +23,19 @@ PREFIX = "plumbkit_disk_tier"
 
 
 def tier_at(graph_def: GraphDef, node: str, directory: str, *, captures: Any = None, keepalive: Any = None,
-            options: tf.data.Options | None = None) -> tuple[GraphDef, str]:
+            options: tf.data.Options | None = None,
+            should_stop: Callable[[], bool] | None = None) -> tuple[GraphDef, str]:
     """``graph_def`` with the output of ``node`` read back from a disk tier in ``directory``
     (filled first when none has the sub-pipeline's fingerprint), and the node that now yields
-    ``node``'s elements. ``options`` (e.g. the plan's thread pool) apply to the fill."""
+    ``node``'s elements. ``options`` (e.g. the plan's thread pool) apply to the fill;
+    ``should_stop()`` stops it (nothing of it is left)."""
     node = graph_edits._resolve(graph_def, node)  # noqa: SLF001
     spec = offload_graph._flat_spec(graph_def, node)  # noqa: SLF001
     below = graph_edits.dataset_from_graph_def(offload_graph.sub_pipeline_graph(graph_def, node), spec,
                                                captures=captures, keepalive=keepalive)
     if options is not None:
         below = below.with_options(options)
-    reader = on_disk(below, directory)
+    reader = on_disk(below, directory, should_stop=should_stop)
     prefix = f"{PREFIX}_{len({n.name.split('/')[0] for n in graph_def.node if n.name.startswith(PREFIX)})}/"
     top = graph_edits.root_name(graph_edits._parse(reader._as_serialized_graph(  # noqa: SLF001
         external_state_policy=tf.data.experimental.ExternalStatePolicy.IGNORE)))

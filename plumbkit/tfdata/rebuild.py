@@ -3,7 +3,7 @@ the edits of :mod:`plumbkit.tfdata.graph_edits`, keeping the element_spec and th
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import tensorflow as tf
 
@@ -13,7 +13,8 @@ from . import disk_splice, graph_edits, live_state, memory_guard
 
 def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
                   options: tf.data.Options | None = None, *,
-                  allow_external_state: bool = True, cache_limit: float | None = None) -> tf.data.Dataset:
+                  allow_external_state: bool = True, cache_limit: float | None = None,
+                  should_stop: Callable[[], bool] | None = None) -> tf.data.Dataset:
     """A new Dataset with ``changes`` applied (and ``options`` merged on top, if given).
 
     Removals go first (they renumber nothing needed later), then parallelism, then inserted
@@ -23,7 +24,8 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
     ``cache_limit`` (bytes) guards every memory cache inserted: its fill fails with a message
     naming it once more than that has entered it (see :mod:`plumbkit.tfdata.memory_guard`).
     A disk tier (``disk_tier``: the directory) is filled here when it is not complete yet
-    (:mod:`plumbkit.tfdata.disk_splice`), with the plan's thread pool.
+    (:mod:`plumbkit.tfdata.disk_splice`), with the plan's thread pool; ``should_stop()`` stops
+    that fill, leaving nothing of it.
     """
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=allow_external_state)
     cached: dict[str, str] = {}  # operator -> the cache inserted above it
@@ -46,7 +48,7 @@ def apply_changes(ds: tf.data.Dataset, changes: Sequence[Change],
         elif change.what == "disk_tier":
             graph_def, cached[change.node] = disk_splice.tier_at(graph_def, change.node, str(change.value),
                                                                  captures=captures, keepalive=keep,
-                                                                 options=fill_pool)
+                                                                 options=fill_pool, should_stop=should_stop)
         elif change.what == "prefetch":
             # A prefetch belongs above a cache placed at the same operator, not under it.
             after = cached.get(change.node, change.node)

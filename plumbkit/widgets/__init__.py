@@ -37,6 +37,7 @@ class PlumbWidget(w.Tab):
 
     def __init__(self, pipeline: Any, *, seconds: float = 10.0, cores: int | None = None,
                  max_batches: int | None = None, memory_budget: float | None = None,
+                 disk_budget: float | None = None, cache_dir: str | None = None,
                  cell_source: str | None = None, namespace: MutableMapping[str, Any] | None = None,
                  live: bool = True, verbose: bool = False, protocol: str = "quick",
                  in_the_loop: Mapping[str, Any] | None = None):
@@ -46,7 +47,8 @@ class PlumbWidget(w.Tab):
         self.stepping = SteppingWidget(pipeline, namespace=namespace, seconds=step_seconds, verbose=verbose)
         self.optimize = OptimizePanel(pipeline, cell_source=cell_source,
                                       seconds=max(2.0, min(5.0, seconds / 2)), cores=cores,
-                                      memory_budget=memory_budget, verbose=verbose, protocol=protocol)
+                                      memory_budget=memory_budget, disk_budget=disk_budget,
+                                      cache_dir=cache_dir, verbose=verbose, protocol=protocol)
         self.offload = OffloadPanel(pipeline, cell_source=cell_source, seconds=max(0.5, min(1.5, seconds / 6)))
         self.optimize.options.update(in_the_loop or {})  # model= / step=: the training step in the loop
         self.display_handle: Any = None  # set by whoever displays it (the magic)

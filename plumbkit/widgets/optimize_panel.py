@@ -17,6 +17,8 @@ from ..engine.compare import PROTOCOLS
 from ..engine.optimization import Plan
 from ..engine.scheduler import SCHEDULER, Cancelled, State
 from ..export.source import CodegenError
+from ..model.disk_tier import default_cache_dir
+from ..model.units import parse_bytes
 from ..render.html import partial_plan_html, plan_html
 from . import lab
 from .common import Runner, in_cell_mode
@@ -27,7 +29,7 @@ class OptimizePanel(w.VBox):
 
     def __init__(self, pipeline: Any, *, cell_source: str | None = None, seconds: float = 4.0,
                  cores: int | None = None, memory_budget: float | None = None, verbose: bool = False,
-                 protocol: str = "quick"):
+                 protocol: str = "quick", disk_budget: float | None = None, cache_dir: str | None = None):
         self.pipeline, self.cell_source = pipeline, cell_source
         self.verbose = verbose
         self.options = dict(seconds=seconds, cores=cores, memory_budget=memory_budget,
@@ -49,20 +51,28 @@ class OptimizePanel(w.VBox):
         self.message.add_class("plumbkit-phase")
         self.result = w.HTML()
         self.result.add_class("plumbkit-result")
+        # the disk tier: off unless a budget is typed (the plan then offers it with the space it needs)
+        self.disk_budget = w.Text(value=f"{disk_budget:g}B" if disk_budget else "", placeholder="off, e.g. 2GB",
+                                  description="disk budget", layout=w.Layout(width="220px"))
+        self.cache_dir = w.Text(value=str(cache_dir or default_cache_dir()), description="cache dir",
+                                layout=w.Layout(width="360px"))
         self.export_button = w.Button(description="Export", icon="download", disabled=True)
         self.export_button.on_click(lambda _: self.export())
         self.code = w.Textarea(layout=w.Layout(width="100%", height="160px"))
         self.filename = w.Text(value="optimized_pipeline.py", layout=w.Layout(width="220px"))
         self.save_button = w.Button(description="Save .py", disabled=True)
         self.save_button.on_click(lambda _: self.save())
-        super().__init__([w.HBox([self.button, self.cancel_button, self.progress]), self.message,
+        super().__init__([w.HBox([self.button, self.cancel_button, self.progress]),
+                          w.HBox([self.disk_budget, self.cache_dir]), self.message,
                           self.result, w.HBox([self.export_button, self.filename, self.save_button]),
                           self.code])
         SCHEDULER.watch(self._scheduler_changed)
 
     # -- running ---------------------------------------------------------------------------
     def _optimize(self) -> Plan:
-        return optimize(self.pipeline, on_progress=self._on_progress, verbose=self.verbose, **self.options)
+        disk = parse_bytes(self.disk_budget.value.strip() or None, "disk budget")
+        return optimize(self.pipeline, on_progress=self._on_progress, verbose=self.verbose, disk_budget=disk,
+                        cache_dir=self.cache_dir.value.strip() or None, **self.options)
 
     def run(self) -> None:
         """Optimize in the background (a click): the live trace is stopped first, and says so."""

@@ -1,0 +1,173 @@
+"""The disk tier in the plan (issue 26): placed where memory cannot hold a cache and reading it
+back beats recomputing, refused or offered otherwise; the rebuilt pipeline and the exported cell.
+
+Real TensorFlow: each pipeline is traced once (120 minibatches at most, up to 6 s on a busy
+machine), its cache directory (pytest's tmp_path,
+never ~/.cache) is probed for real, and the plan is made from both.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import plumbkit
+from plumbkit.engine.disk_tier import decide_tiered
+from plumbkit.export.source import rewrite_source
+from plumbkit.model.units import human_bytes
+from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.tfdata.rebuild import apply_changes
+from plumbkit.tunables import ESTIMATE_MARGIN, TIER_GAIN
+
+#: The user's cell: an expensive deterministic map (96 matmul units, ~0.3-0.4 ms per element)
+#: whose 1 KB elements, 600 of them, exceed a tiny memory budget.
+CELL = '''
+import tensorflow as tf
+from plumbkit.bench.examples import planted_work
+
+def decode(x):
+    return tf.fill([256], planted_work(x, 96))
+
+ds = tf.data.Dataset.range(600).map(decode).batch(16)
+'''
+
+#: A map that costs nearly nothing (a fill of 32 KB): reading it back costs more than recomputing.
+CHEAP = '''
+import tensorflow as tf
+
+def widen(x):
+    return tf.fill([32768], tf.cast(x % 251, tf.uint8))
+
+ds = tf.data.Dataset.range(400).map(widen).batch(16)
+'''
+
+#: The shuffled training pipeline: files shuffled, records shuffled, then the expensive decode.
+SHUFFLED = '''
+import tensorflow as tf
+from plumbkit.bench.examples import planted_work
+
+def decode(x):
+    return tf.fill([256], planted_work(x, 96))
+
+def records(f):
+    return tf.data.Dataset.range(150).map(lambda x: x + 150 * f)
+
+files = tf.data.Dataset.range(4).shuffle(4)
+ds = files.interleave(records, cycle_length=2).shuffle(64).map(decode).batch(16)
+'''
+
+TINY_MEMORY = 1000  # bytes: nothing of these pipelines fits
+
+
+def _pipeline(cell: str) -> tf.data.Dataset:
+    namespace: dict = {}
+    exec(compile(cell, "<cell>", "exec"), namespace)  # noqa: S102 - the test's own cell
+    return namespace["ds"]
+
+
+def _plan(trace, ds, tmp_path, disk_budget):
+    return decide_tiered(trace, disk_budget=disk_budget, cache_dir=tmp_path, memory_budget=TINY_MEMORY,
+                         root=pipeline_of(ds).root, progress=lambda *_: None)
+
+
+@pytest.fixture(scope="module")
+def expensive():
+    ds = _pipeline(CELL)
+    return ds, plumbkit.trace(ds, seconds=6, max_batches=120, converge=False)
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """One cache directory for the tests that write nothing but the probe (probed once per size)."""
+    return tmp_path_factory.mktemp("tier")
+
+
+@pytest.fixture(scope="module")
+def cheap():
+    ds = _pipeline(CHEAP)
+    return ds, plumbkit.trace(ds, seconds=6, max_batches=120, converge=False)
+
+
+def _tier_changes(decisions):
+    return [c for c in decisions.changes if c.what == "disk_tier"]
+
+
+def test_an_expensive_map_memory_cannot_hold_goes_to_disk_with_both_predictions(expensive, probed):
+    ds, trace = expensive
+    tmp_path = probed
+    d = _plan(trace, ds, tmp_path, disk_budget=100e6)
+    [tier_change] = _tier_changes(d)
+    assert tier_change.value == str(tmp_path)
+    assert not [c for c in d.changes if c.what == "cache"]  # memory could not hold it
+    tier = d.tier
+    assert tier is not None and tier.applied
+    assert tier.steady.throughput == pytest.approx(d.prediction.throughput)  # one prediction
+    assert tier.steady.throughput >= TIER_GAIN * tier.recompute.throughput
+    assert 0 < tier.fill.throughput < tier.steady.throughput  # the first epoch still decodes
+    assert 0 < tier.fill_seconds < float("inf")
+    labels = {op.name: op.label for op in trace.pipeline}
+    below = {o.name for o in trace.pipeline.descendants(tier_change.node)} | {tier_change.node}
+    assert any(labels[n] == "map(decode)" for n in below)  # the map is read back, not recomputed
+    said = str(tier)
+    assert "steady state predicted" in said and "first epoch fills it" in said and str(tmp_path) in said
+
+
+def test_the_disk_cached_plan_yields_your_elements_in_order_and_exports_on_disk(expensive, tmp_path):
+    ds, trace = expensive
+    d = _plan(trace, ds, tmp_path, disk_budget=100e6)
+    assert _tier_changes(d)
+    rebuilt = apply_changes(ds, d.changes)
+    for mine, theirs in zip(rebuilt, ds, strict=True):
+        np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+    again = list(apply_changes(ds, d.changes).take(3))  # a second build reads the same tier back
+    np.testing.assert_array_equal(again[2].numpy(), list(ds.skip(2).take(1))[0].numpy())
+    source = rewrite_source(CELL, d.changes)
+    assert "plumbkit.on_disk(" in source and f"cache_dir={str(tmp_path)!r}" in source
+    assert "import plumbkit" in source
+    exported: dict = {}
+    exec(compile(source, "<exported>", "exec"), exported)  # noqa: S102 - the plan's own cell
+    np.testing.assert_array_equal(list(exported["ds"].take(1))[0].numpy(), list(ds.take(1))[0].numpy())
+
+
+def test_without_a_disk_budget_the_tier_is_offered_with_its_size_not_applied(expensive, probed):
+    ds, trace = expensive
+    tmp_path = probed
+    d = _plan(trace, ds, tmp_path, disk_budget=None)
+    assert not _tier_changes(d) and d.tier is None
+    [offer] = [o for o in d.options if any(c.what == "disk_tier" for c in o.changes)]
+    node = next(c.node for c in offer.changes if c.what == "disk_tier")
+    size = next(o.materialized_bytes for o in trace.analysis.ops if o.name == node)
+    assert human_bytes(size * (1 + ESTIMATE_MARGIN)) in offer.title and str(tmp_path) in offer.title
+    assert offer.gain >= TIER_GAIN and "disk_budget=" in offer.note
+    assert not list(tmp_path.glob("*.save"))  # nothing was written but the probe, which is gone
+
+
+def test_a_disk_budget_smaller_than_the_cache_is_refused_in_one_line(expensive, probed):
+    ds, trace = expensive
+    d = _plan(trace, ds, probed, disk_budget=2000)
+    assert not _tier_changes(d)
+    [line] = [n for n in d.notes if n.startswith("disk tier refused")]
+    assert "\n" not in line and "2.0 KB disk budget" in line
+
+
+def test_a_tier_slower_than_recomputing_is_never_chosen(cheap, probed):
+    ds, trace = cheap
+    d = _plan(trace, ds, probed, disk_budget=100e6)
+    assert not _tier_changes(d) and d.tier is None
+    assert any(n.startswith("no disk tier: reading") for n in d.notes)
+    offered = _plan(trace, ds, probed, disk_budget=None)
+    assert not [o for o in offered.options if any(c.what == "disk_tier" for c in o.changes)]
+
+
+def test_a_shuffle_below_the_decode_is_offered_moved_above_the_cache_never_applied(probed):
+    ds = _pipeline(SHUFFLED)
+    trace = plumbkit.trace(ds, seconds=6, max_batches=80, converge=False)
+    d = _plan(trace, ds, probed, disk_budget=100e6)
+    stats = {o.name: o for o in trace.analysis.ops}
+    assert not [c for c in d.changes if c.what == "remove"]  # the order is yours: no shuffle moved
+    assert all(stats[c.node].cacheable for c in d.changes if c.what in ("cache", "disk_tier"))  # none above one
+    [offer] = [o for o in d.options if o.title.startswith("cache the decoded records at map(decode)")]
+    kinds = {c.what: c for c in offer.changes}
+    assert kinds["remove"].where == "shuffle(64)" and kinds["shuffle_above"].value == 64
+    assert kinds.keys() & {"cache", "disk_tier"}
+    assert offer.gain >= TIER_GAIN
+    assert "shuffle_buffer = 64" in offer.note and "shuffle(4)" in offer.note and "listed order" in offer.note
