@@ -102,11 +102,15 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     duration less its minibatches times its mid-epoch interval (the middle three fifths, away
     from the restart at either end). The restart builds every thread below the repeat again,
     refills shuffle buffers and waits for the first elements through the pipeline's depth, and
-    the cores idle meanwhile. ``minibatches`` None: ``ds`` is finite and each epoch is a fresh
-    iterator of it (as ``repeat()`` on top builds one), its length counted; else ``ds`` repeats
-    inside every ``minibatches``. None: ``limit`` seconds passed first (or an epoch after the
-    first took over ``epoch_limit``), or epochs of unequal length (an epoch too long to matter,
-    or one that cannot be timed)."""
+    the cores idle meanwhile. ``minibatches`` None: ``ds`` is finite, one pass counts its epoch,
+    then it runs with ``repeat()`` on top; else ``ds`` repeats inside every ``minibatches``.
+    None: ``limit`` seconds passed first (or an epoch after the first took over
+    ``epoch_limit``), or an epoch under 5 minibatches (too short to time)."""
+    if minibatches is None:  # one pass counts the epoch (and fills any cache)
+        minibatches = _one_pass(ds, epoch_limit or limit)
+        if minibatches is None:
+            return None
+        ds = ds.repeat()  # restarts as measurable() runs them (a fresh Python iterator costs more)
     stamps = _epoch_stamps(ds, minibatches, epochs + 1, limit, epoch_limit or limit)
     if not stamps or len({len(e) for e in stamps}) != 1 or len(stamps[0]) < 5:
         return None
@@ -119,17 +123,27 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     return n, max(0.0, statistics.median(excess))
 
 
-def _epoch_stamps(ds: tf.data.Dataset, minibatches: int | None, epochs: int,
+def _one_pass(ds: tf.data.Dataset, limit: float) -> int | None:
+    """Elements in one pass of ``ds`` (None: over ``limit`` seconds)."""
+    n, t0 = 0, time.perf_counter()
+    for _ in ds:
+        n += 1
+        if time.perf_counter() - t0 > limit:
+            return None
+    return n
+
+
+def _epoch_stamps(ds: tf.data.Dataset, minibatches: int, epochs: int,
                   limit: float, epoch_limit: float) -> list[list[float]] | None:
     """Each epoch's minibatch times (None: over ``limit`` seconds, or an epoch after the first,
     which may fill a cache, over ``epoch_limit``)."""
     t0 = time.perf_counter()
     out: list[list[float]] = []
-    it = iter(ds) if minibatches else None
+    it = iter(ds)
     for e in range(epochs):
         stamps: list[float] = []
         began = time.perf_counter()
-        for _ in (it if it is not None else iter(ds)):
+        for _ in it:
             stamps.append(time.perf_counter())
             if stamps[-1] - t0 > limit or (e and stamps[-1] - began > epoch_limit):
                 return None
