@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from ..engine import baselines, optimize
 from ..engine.compare import Contender, Protocol
-from ..engine.optimization import AUTOTUNE_WITH
+from ..engine.optimization import AUTOTUNE_WITH, AUTOTUNE_WITH_DISK
 from ..model.disk_tier import clear_caches, list_caches, tree_bytes
 from ..model.plan import Change
 from ..tfdata.disk import evict_from_page_cache
@@ -44,7 +44,7 @@ from .alike import Log, attempt, error, failed, measured_alike, num, ratio_cell,
 
 SECTION = "disk_tier"
 MEMORY_RIVAL = AUTOTUNE_WITH  # AUTOTUNE + the memory-only plan's cache and prefetch
-DISK_RIVAL = "autotune + same disk cache"
+DISK_RIVAL = AUTOTUNE_WITH_DISK  # AUTOTUNE above the plan's tier, the same tier read back
 MEMORY_PLAN = "plumbkit, memory only"
 PLAN = "plumbkit"
 OPTION = "option, turned on"
@@ -110,7 +110,10 @@ def plan_summary(plan) -> dict:
             "cache_bytes": plan.cache.bytes, "cache_why": plan.cache.why,
             "predicted": plan.prediction.throughput, "binding": plan.prediction.binding,
             "predicted_fill": fill.throughput if fill else None, "fill_binding": fill.binding if fill else None,
-            "predicted_fill_seconds": plan.fill_seconds, "changes": [str(c) for c in plan.proposed_changes],
+            "predicted_fill_seconds": plan.fill_seconds, "tier_plan": str(plan.tier) if plan.tier else None,
+            "read_bandwidth": plan.tier.measurement.read_bandwidth if plan.tier else None,
+            "write_bandwidth": plan.tier.measurement.write_bandwidth if plan.tier else None,
+            "changes": [str(c) for c in plan.proposed_changes],
             "options": [str(o) for o in plan.options], "notes": plan.notes}
 
 
@@ -121,11 +124,11 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
     the baselines; the tier's first epoch timed apart."""
     evict = evictor(paths, cache_dir)
     common = dict(seconds=seconds, compare=False, protocol=protocol, memory_budget=memory_budget,
-                  before_each=evict, on_progress=lambda m, f: log(f"[{name}]   {m}"))
-    log(f"[{name}] the memory-only plan (today's)")
+                  before_each=evict, cache_dir=str(cache_dir), on_progress=lambda m, f: log(f"[{name}]   {m}"))
+    log(f"[{name}] the memory-only plan (today's; no disk budget: the tier at most offered)")
     memory = optimize(make, **common)
     log(f"[{name}] the plan with the disk tier ({disk_budget / 1e9:.2f} GB in {cache_dir})")
-    plan = optimize(make, **common, disk_budget=disk_budget, cache_dir=str(cache_dir))
+    plan = optimize(make, **common, disk_budget=disk_budget)
     ratios = [(PLAN, other) for other in ("yours", "autotune", MEMORY_RIVAL, DISK_RIVAL, MEMORY_PLAN)]
     chosen = contenders(make, memory, plan)
     names = {c.name for c in chosen}
@@ -330,7 +333,8 @@ def tiered_lines(rows: list[dict]) -> list[str]:
                      f"{ratio_cell(s.get(f'{PLAN} / {MEMORY_PLAN}'))} | "
                      f"{ratio_cell(s.get(f'{PLAN} / yours'))} | {num(plan['predicted'])} ({plan['binding']}), "
                      f"{signed_pct(r['steady_error'])} | {_fill_cell(r)} | {_gb(r['tier_bytes_written'])} |")
-    return lines + [""] + [f"- **{r['pipeline']}** — {r['regime']}. Tier: {r['plan']['cache_why']}" for r in rows]
+    return lines + [""] + [f"- **{r['pipeline']}** — {r['regime']}. {r['plan']['tier_plan'] or r['plan']['cache_why']}"
+                           for r in rows]
 
 
 def option_lines(row: dict) -> list[str]:
