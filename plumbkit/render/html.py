@@ -5,9 +5,8 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from ..model.units import human_bytes
 from .table import COLUMNS, pct, row_cells
-from .text import FIRST_EPOCH_PROTOCOL, first_epoch_line, summary_lines
+from .text import FIRST_EPOCH_PROTOCOL, cache_row, first_epoch_line, summary_lines
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
@@ -121,10 +120,7 @@ def _details(plan: "Plan") -> str:
                  + (f"<br>also charged (cores): {charged}" if charged else "")
                  + (f"<br>free in steady state (below a cache): {html.escape(', '.join(plan.free))}"
                     if plan.free else ""))
-    cache = plan.cache
-    cache_line = (f"cache at <b>{html.escape(cache.label)}</b>: {human_bytes(cache.bytes)} of a "
-                  f"{human_bytes(cache.budget)} budget" if cache.label else "no new cache")
-    parts.append(f"<b>cache</b>: {cache_line} — {html.escape(cache.why)}")
+    parts.append(f"<b>cache</b>: {html.escape(cache_row(plan))} — {html.escape(plan.cache.why)}")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
     if notes:
         parts.append(f"<b>notes</b><ul style='margin:2px 0'>{notes}</ul>")

@@ -144,6 +144,21 @@ def plan_rows(plan: "Plan") -> list[tuple[str, str, str, str]]:
 
 
 #: What the protocol's description gains where every configuration was measured in its first epoch.
+def cache_row(plan: "Plan") -> str:
+    """Which tier the plan's cache is in, where, how large, and (a disk tier) what filling it
+    costs, as predicted: read off the plan, nothing computed."""
+    cache, tier = plan.cache, getattr(plan, "tier", None)
+    if not cache.label:
+        return "none new"
+    if cache.tier != "disk":
+        return f"in memory at {cache.label}: {human_bytes(cache.bytes)} of a {human_bytes(cache.budget)} budget"
+    row = f"on disk at {cache.label}: {human_bytes(cache.bytes)} in {cache.directory}"
+    if tier is not None:
+        row += (f"; its first epoch writes it at {tier.fill.throughput:,.1f} minibatches/s predicted "
+                f"({tier.fill.binding}), ~{tier.fill_seconds:,.1f} s")
+    return row
+
+
 FIRST_EPOCH_PROTOCOL = "; here no cache was filled first: every configuration measured in its first epoch"
 
 
@@ -179,9 +194,9 @@ def training_figures(plan: "Plan") -> list[tuple[str, str]]:
     if plan.model is None:
         return []
     out = [("training step, in the loop", plan.model.verdict)]
-    if plan.predicted_steps_per_s is not None:
+    if plan.step_prediction is not None:
         out.append(("training steps/s of the plan, predicted before any rewrite",
-                    f"{plan.predicted_steps_per_s:,.1f}"))
+                    f"{plan.step_prediction.throughput:,.1f}, bound by {plan.step_prediction.binding}"))
     measured = ", ".join(f"{name} {value:,.1f}" for name, value in plan.steps_baselines.items())
     if plan.ideal_steps_per_s:
         measured += f"; ideal input {plan.ideal_steps_per_s:,.1f}"
@@ -210,7 +225,6 @@ def plan_text(plan: "Plan") -> str:
         lines.append("  the LP also charged: " + ", ".join(f"{k} {v:.2f} cores" for k, v in plan.charged.items()))
     if plan.free:
         lines.append("  free in steady state (below a cache): " + ", ".join(plan.free))
-    cache = plan.cache
-    lines.append(f"  cache: {cache.label or 'none new'} — {cache.why}")
+    lines.append(f"  cache: {cache_row(plan)} — {plan.cache.why}")
     lines += [f"  note: {n}" for n in plan.notes]
     return "\n".join(lines)
