@@ -162,7 +162,9 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
                              protocol=plumbkit.engine.compare.BRIEF)
     assert plan.model is not None and plan.model.kind == "keras model"
     assert plan.measured_steps_per_s and plan.measured_steps_per_s > 0
-    assert plan.predicted_steps_per_s and plan.predicted_steps_per_s > 0
+    assert plan.predicted_steps_per_s and plan.predicted_steps_per_s == plan.step_prediction.throughput
+    assert plan.predicted_steps_per_s <= min(plan.prediction.throughput, plan.model.ideal_steps_per_s)
+    assert set(plan.steps_predictions) >= {"yours"}
     assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0 and plan.trace.model is plan.model
     assert guard.changed() == []
 
@@ -269,3 +271,23 @@ def test_the_magic_takes_a_train_step_by_name(ip, capsys):
     ip.run_cell_magic("plumb", "-s 0.5 --no-widget --model no_such_model", "ds = planted_pipeline(0.5)\nds")
     said = capsys.readouterr().out.strip().splitlines()[-1]  # after the cell's own output (its dataset)
     assert said == "plumbkit: --model: no variable 'no_such_model' in the namespace"
+
+
+def test_the_training_prediction_charges_the_steps_cpu_beside_the_pipelines():
+    """predict_training: min(ideal steps/s, free cores / (pipeline CPU + step CPU), the pipeline's
+    other limits). A map of 20 ms of CPU a minibatch on 4 threads and 2 cores, a step of 30 ms of
+    CPU: alone the pipeline is predicted at 2 / 0.02 = 100 minibatches/s; beside the step, 2 /
+    (0.02 + 0.03) = 40 steps/s, below the step's 50 on ideal input."""
+    from plumbkit.model.pipeline import Operator, Pipeline
+    from plumbkit.planning.predict import TRAINING_STEP, Evidence, Layout, predict, predict_training
+    ops = {"batch": Operator("batch", "BatchDatasetV2", "batch", inputs=("map",), label="batch"),
+           "map": Operator("map", "ParallelMapDatasetV2", "map", inputs=(), label="map")}
+    ev = Evidence(pipeline=Pipeline(operators=ops, root="batch"), cost={"map": 0.02, "batch": 0.0},
+                  visits={"map": 8, "batch": 1}, sequential=frozenset(), cores=2)
+    layout = Layout(threads={"map": 4}, prefetched=frozenset({"batch"}))
+    alone = predict(ev, layout)
+    assert alone.throughput == pytest.approx(100, rel=1e-6)
+    trained = predict_training(ev, layout, ModelDemand(50, 30, 0.2, cpu_per_step=0.03))
+    assert trained.throughput == pytest.approx(40, rel=1e-6) and "training step's CPU charged" in trained.binding
+    model_bound = predict_training(ev, layout, ModelDemand(25, 20, 0.2, cpu_per_step=0.03))
+    assert model_bound.throughput == pytest.approx(25) and model_bound.binding == TRAINING_STEP

@@ -42,6 +42,7 @@ from ..planning.predict import (
     layout_as_traced,
     layout_with,
     predict,
+    predict_training,
     prediction_error,
 )
 from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
@@ -129,13 +130,16 @@ class Plan:
     ideal_steps_per_s: float | None = None  # the model on ideal input, measured alike beside them
     steps_comparison: Comparison | None = None
 
+    #: the plan's training steps/s predicted before the fact, the step's CPU charged beside the
+    #: pipeline's (:func:`plumbkit.planning.predict.predict_training`); yours and the plan's by name
+    step_prediction: Prediction | None = None
+    steps_predictions: dict[str, float] = field(default_factory=dict)
+
     @property
     def predicted_steps_per_s(self) -> float | None:
-        """Training steps/s predicted before the fact (None without a model): the model's demand
-        on ideal input, unless the plan's predicted minibatches/s is lower."""
-        if self.model is None:
-            return None
-        return min(self.model.ideal_steps_per_s, self.prediction.throughput)
+        """Training steps/s of the plan predicted before the fact (None without a model):
+        ``step_prediction.throughput``, beside its own binding limit."""
+        return self.step_prediction.throughput if self.step_prediction is not None else None
     #: the plan's first epoch, while its caches fill (predict_fill; None: no cache fills), and
     #: the seconds it takes when the epoch's length is known
     fill_prediction: Prediction | None = None
@@ -332,18 +336,21 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.tier = _tier_of(ev, changes, planned.decisions.tier)
     if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
         plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
-    _in_the_loop(plan, ds, contenders, protocol, model=model, step=step, should_stop=should_stop, progress=progress)
+    _in_the_loop(plan, ds, contenders, protocol, ev, model=model, step=step, should_stop=should_stop,
+                 progress=progress)
     progress("done", 1.0)
     return plan
 
 
-def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol, *,
-                 model: Any, step: Callable[[Any], Any] | None, should_stop: Callable[[], bool] | None,
-                 progress: Progress) -> None:
+def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol,
+                 ev: Evidence, *, model: Any, step: Callable[[Any], Any] | None,
+                 should_stop: Callable[[], bool] | None, progress: Progress) -> None:
     """With a model or step: once yours and the plan are measured, the step runs in the loop (built
-    once): its demand on ideal input and on yours (``plan.model``, what predicts the plan's steps/s
-    before the fact), then yours, the plan and AUTOTUNE measured alike once more with the step on
-    every minibatch (``plan.measured_steps_per_s``); the model's variables are restored, bitwise."""
+    once): its demand on ideal input and on yours (``plan.model``), from which, with the evidence
+    of yours, the plan's training steps/s is predicted before the fact (``plan.step_prediction``:
+    the step's CPU charged beside the pipeline's); then yours, the plan and AUTOTUNE measured alike
+    once more with the step on every minibatch (``plan.measured_steps_per_s``); the model's
+    variables are restored, bitwise."""
     if model is None and step is None:
         return
     progress("the model in the loop: its step on one replayed minibatch, then on yours", 0.95)
@@ -352,6 +359,9 @@ def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender],
                                    pipeline_alone=plan.trace.throughput,
                                    on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
     training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
+    plan.step_prediction = predict_training(ev, layout_with(ev, plan.proposed_changes), demand)
+    plan.steps_predictions = {YOURS: predict_training(ev, layout_as_traced(ev), demand).throughput,
+                              PLUMBKIT: plan.step_prediction.throughput}
 
 
 def cores_note(ev: Evidence) -> str | None:

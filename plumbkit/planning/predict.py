@@ -41,6 +41,7 @@ from typing import Iterable, Mapping, Protocol
 
 from ..analysis.costs import GIL_QUEUED
 from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch
+from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
 from ..tunables import MAX_CONCURRENCY, NEIGHBOUR_FLOOR
@@ -578,6 +579,32 @@ def _read_cost(ev: Evidence, layout: Layout, name: str) -> float:
     or a memory cache's."""
     tier = ev.tiers.get(name) if name in layout.on_disk else None
     return tier.cpu_per_element if tier is not None else ev.runtime.cache_read
+
+
+#: The training step's own rate on ideal input (measured, ``optimize(..., model=/step=)``): a
+#: limit of a training prediction only.
+TRAINING_STEP = "the training step on ideal input (measured)"
+
+
+def predict_training(ev: Evidence, layout: Layout, step: ModelDemand) -> Prediction:
+    """Training steps/s of ``layout`` before the fact: the pipeline's own prediction with the
+    training step's CPU per step (``step.cpu_per_step``, process CPU measured on ideal input)
+    charged as one more consumer of the cores the CPU limit counts, beside the step's own rate on
+    ideal input: ``min(ideal steps/s, free cores / (pipeline CPU + step CPU per minibatch), every
+    other limit of the pipeline)``. On one machine the model and the pipeline share the cores: a
+    pipeline predicted at 3x the model's rate may still slow it. Every other limit (threads, the
+    disk, the waiting operators' LP) is the pipeline's as predicted; the step's CPU holds the
+    consumer's own ``next()`` on ideal input, which the pipeline's CPU counts too (tens of us).
+    """
+    p = predict(ev, layout)
+    limits = {k: v for k, v in p.limits.items() if k != ev.cpu_limit_name}
+    cpu = p.cpu_per_batch + step.cpu_per_step
+    if cpu > 0:
+        limits[f"{ev.cpu_limit_name}, the training step's CPU charged"] = ev.free_cores / cpu
+    if step.ideal_steps_per_s > 0:
+        limits[TRAINING_STEP] = step.ideal_steps_per_s
+    binding = min(limits, key=limits.get)
+    return Prediction(limits[binding], binding, limits, cpu, p.free, p.cost_source)
 
 
 def prediction_error(predicted: float, measured: float) -> float:
