@@ -3,11 +3,16 @@
 A disk tier pays off only where reading an element back is cheaper than recomputing it, and that
 depends on the directory (a VM's virtual disk read ~130 MB/s here, a local NVMe several GB/s):
 the plan measures, never assumes. The probe writes a few MB of incompressible elements of the
-candidate's size in the tier's own form (:mod:`.disk_tier`'s ``Dataset.save`` shards, synced), drops it from the page cache (``posix_fadvise``, as the bench does) and reads it
-back through the tier's reader, timing the wall clock and the process CPU; the fixed costs
-(tracing, opening) are measured apart on a one-element tier and left out. It then removes what
-it wrote. Cost on the dev VM: ~17 MB written and read, 0.4-1.5 s at load 6-12 on 2 cores. One probe per directory and element size (to a factor of two) per
-session. TensorFlow edge.
+candidate's size in the tier's own form (:func:`.disk_tier.write_tier`: a fill's records and
+shards, without its guard), syncs them, drops them from the page cache (``posix_fadvise``, as
+the bench does) and reads them back through the tier's reader, timing the wall clock and the
+process CPU; the fixed costs (tracing, opening) are measured apart on a one-element tier and left
+out. It then removes what it wrote. Cost on the dev VM: ~17 MB written and read, 0.6-0.9 s at
+load 5-6 on 2 cores (up to ~3 s at load 10). One probe per directory and element size (to a
+factor of two) per session. What ~8 MB cannot measure well: a write that fast (the difference
+of two short writes; where it is under 1 ms the bandwidth reads as a floor of several GB/s and
+does not bind the fill), and a tier read long after it was written (the VM's host may still
+hold a fresh probe). TensorFlow edge.
 """
 
 from __future__ import annotations
@@ -83,17 +88,16 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
 
 
 def _write(data: np.ndarray, path: Path) -> tuple[float, float, tf.data.Dataset]:
-    """Bytes written and wall seconds to write ``data`` at ``path`` in the tier's form and sync
-    it, and the tier's reader of it. Written as :func:`.disk_tier.on_disk` writes (numbered
-    elements, :data:`.disk_tier.SHARDS` shards, no compression) without its guard, whose
-    polling every 0.1 s would hide a probe-sized write; read back by the tier's own reader."""
+    """Bytes written and wall seconds to write ``data`` at ``path`` in the tier's form
+    (:func:`.disk_tier.write_tier`: a fill's records and shards without its guard) and sync it,
+    and the tier's reader of it (:func:`.disk_tier.read_tier`)."""
     ds = tf.data.Dataset.from_tensor_slices(data)
     t0 = time.perf_counter()
-    ds.enumerate().save(str(path), compression=None, shard_func=lambda i, _: i % disk_tier.SHARDS)
+    disk_tier.write_tier(ds, path)
     files = _files(path)
     _sync(files)
     seconds = time.perf_counter() - t0
-    return float(sum(os.path.getsize(f) for f in files)), seconds, disk_tier._reader(path, ds.element_spec)  # noqa: SLF001
+    return float(sum(os.path.getsize(f) for f in files)), seconds, disk_tier.read_tier(path, ds.element_spec)
 
 
 def _sync(files: list[str]) -> None:
