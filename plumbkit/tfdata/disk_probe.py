@@ -73,7 +73,9 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
         one_bytes, one_write, _ = _write(data[:1], scratch / "one")
         many_bytes, many_write, reader = _write(data, scratch / "many")
         evicted = evict_from_page_cache(_files(scratch / "many")) > 0
-        read, read_cpu, elements = _timed_read(reader, batch=max(1, min(n // 8, READ_BATCH_BYTES // size)))
+        per_record = disk_tier.record_elements(reader.element_spec)  # the untimed first minibatch: one record
+        batch = max(1, min(n // 8, max(READ_BATCH_BYTES // size, per_record)))
+        read, read_cpu, elements = _timed_read(reader, batch=batch)
         free = float(shutil.disk_usage(directory).free)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
