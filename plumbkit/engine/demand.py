@@ -40,7 +40,7 @@ MODEL_SECONDS = 0.6
 IDEAL_INPUT = "ideal input"
 
 __all__ = ["IDEAL_INPUT", "MODEL_SECONDS", "check_step_arguments", "input_bound", "measure_model", "stepping",
-           "training_alike", "training_figures"]
+           "ideal_alike", "training_alike", "training_figures"]
 
 
 def input_bound(ideal: StepWindow, yours: StepWindow) -> float:
@@ -115,6 +115,17 @@ def training_alike(contenders: Sequence[Contender], protocol: Protocol, *, ds: "
         demand = _demand(driver, ds, seconds=MODEL_SECONDS, pipeline_alone=pipeline_alone)
         stepped = [dataclasses.replace(c, step=driver.call) for c in (*contenders, ideal)]
         return demand, compare(stepped, protocol, should_stop=should_stop, on_progress=on_progress, settle=[])
+
+
+def ideal_alike(demand: ModelDemand, steps: Comparison) -> ModelDemand:
+    """The demand with the step's rate and CPU per step on ideal input taken from the steps
+    comparison (medians of interleaved rounds, beside yours and the plan) where it ran: evidence
+    about the model alone, so a prediction made from it is still made before the fact, and a
+    burst of load during the single 0.6 s window of :func:`measure_model` does not set it."""
+    ideal = steps.results.get(IDEAL_INPUT)
+    if ideal is None or not ideal.ok or ideal.cpu_per_batch_median is None:
+        return demand
+    return dataclasses.replace(demand, ideal_steps_per_s=ideal.median, cpu_per_step=ideal.cpu_per_batch_median)
 
 
 def training_figures(plan: Any, demand: ModelDemand, steps: Comparison, *, yours: str, planned: str) -> None:

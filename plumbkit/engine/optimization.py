@@ -56,7 +56,7 @@ from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
 from .disk_tier import decide_tiered, fill_tier
-from .demand import check_step_arguments, training_alike, training_figures
+from .demand import check_step_arguments, ideal_alike, training_alike, training_figures
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .restarts import measure_restarts
@@ -359,8 +359,9 @@ def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender],
                                    pipeline_alone=plan.trace.throughput,
                                    on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
     training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
-    plan.step_prediction = predict_training(ev, layout_with(ev, plan.proposed_changes), demand)
-    plan.steps_predictions = {YOURS: predict_training(ev, layout_as_traced(ev), demand).throughput,
+    model_alone = ideal_alike(demand, steps)  # the step on ideal input, measured alike
+    plan.step_prediction = predict_training(ev, layout_with(ev, plan.proposed_changes), model_alone)
+    plan.steps_predictions = {YOURS: predict_training(ev, layout_as_traced(ev), model_alone).throughput,
                               PLUMBKIT: plan.step_prediction.throughput}
 
 
