@@ -15,12 +15,8 @@ import subprocess
 import sys
 from typing import Any, Callable
 
-import tensorflow as tf
-
 from ..engine import optimize
 from ..engine.compare import Protocol
-from ..tfdata.options import sequential_options
-from . import examples
 from . import pipelines as bench_pipelines
 from .alike import Log, as_dict, attempt, error, failed, num, ratio_cell, signed_pct
 
@@ -34,15 +30,6 @@ def spinner() -> subprocess.Popen:
     """A process spinning one core, in its own session."""
     return subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def uncacheable_maps() -> tf.data.Dataset:
-    """Three planted maps of cost 4 : 2 : 1 on a random source, run as written: CPU-bound and
-    parallelizable, nothing to cache (a cache would hide what the cores give)."""
-    ds = tf.data.Dataset.random(seed=1)
-    for units in (64, 32, 16):
-        ds = ds.map(lambda x, units=units: examples.planted_work(x, units))
-    return ds.batch(16).with_options(sequential_options())
 
 
 def beside_a_spinner(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Log) -> dict:
@@ -72,7 +59,8 @@ def busy_core_section(data: str, *, seconds: float, protocol: Protocol, log: Log
                       pipelines: dict[str, Callable] | None = None) -> dict:
     """Each pipeline (default: three planted maps on a random source and the shuffled image
     pipeline: CPU-bound, nothing to cache) planned and measured beside the spinner."""
-    chosen = pipelines or {"three maps, random source (planted)": uncacheable_maps,
+    maps = bench_pipelines.planted_three_maps(random_source=True)
+    chosen = pipelines or {"three maps, random source (planted)": maps,
                            "image shuffled + random crop": bench_pipelines.shuffled_training(data)}
     rows: dict[str, Any] = {}
     for name, make in chosen.items():

@@ -333,8 +333,8 @@ def tiered_lines(rows: list[dict]) -> list[str]:
                      f"{ratio_cell(s.get(f'{PLAN} / {MEMORY_PLAN}'))} | "
                      f"{ratio_cell(s.get(f'{PLAN} / yours'))} | {num(plan['predicted'])} ({plan['binding']}), "
                      f"{signed_pct(r['steady_error'])} | {_fill_cell(r)} | {_gb(r['tier_bytes_written'])} |")
-    return lines + [""] + [f"- **{r['pipeline']}** — {r['regime']}. {r['plan']['tier_plan'] or r['plan']['cache_why']}"
-                           for r in rows]
+    return lines + [""] + [f"- **{r['pipeline']}** — {r['regime']}. "
+                           f"{r['plan']['tier_plan'] or r['plan']['cache_why']}" for r in rows]
 
 
 def option_lines(row: dict) -> list[str]:

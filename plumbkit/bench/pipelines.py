@@ -209,9 +209,10 @@ def planted_skewed(elements: int = 8000) -> Factory:
                     .with_options(sequential_options()))
 
 
-def planted_three_maps(defaults: bool = False) -> Factory:
+def planted_three_maps(defaults: bool = False, random_source: bool = False) -> Factory:
     """Three tunable maps of cost 4 : 2 : 1 (planted TF work), run as written, one thread each
-    (``defaults``: under TensorFlow's default options instead, maps parallelized by tf.data)."""
+    (``defaults``: under TensorFlow's default options instead, maps parallelized by tf.data;
+    ``random_source``: over ``Dataset.random``, so nothing can be cached and only threads matter)."""
     def heavy(x):
         return examples.planted_work(x, 64)
 
@@ -222,7 +223,8 @@ def planted_three_maps(defaults: bool = False) -> Factory:
         return examples.planted_work(x, 16)
 
     def make() -> tf.data.Dataset:
-        ds = tf.data.Dataset.range(10**9).map(heavy).map(medium).map(light).batch(16)
+        source = tf.data.Dataset.random(seed=1) if random_source else tf.data.Dataset.range(10**9)
+        ds = source.map(heavy).map(medium).map(light).batch(16)
         return ds if defaults else ds.with_options(sequential_options())
     return make
 
