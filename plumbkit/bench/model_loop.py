@@ -137,6 +137,7 @@ def regime(name: str, make: Callable, *, seconds: float, protocol: Protocol, log
            "input_bound_gap": demand.input_bound - truth, "verdict": demand.verdict, "bound": demand.bound,
            "ideal_steps_per_s": demand.ideal_steps_per_s, "steps_per_s": demand.steps_per_s,
            "predicted_steps_per_s": plan.predicted_steps_per_s, "measured_steps_per_s": plan.measured_steps_per_s,
+           "steps_binding": plan.step_prediction.binding if plan.step_prediction is not None else None,
            "steps_error": error(plan.predicted_steps_per_s, steps["measured"].get(PLAN)),
            "optimize_steps": plan.steps_baselines, "pipeline_predicted": plan.prediction.throughput,
            "trace_cost": cost, "changes": [str(c) for c in plan.proposed_changes], "notes": plan.notes, **steps}
@@ -207,6 +208,7 @@ def markdown(section: dict | None) -> list[str]:
             + " | ".join(num(m.get(k)) for k in ("yours", "autotune", AUTOTUNE_WITH, PLAN, IDEAL))
             + f" | {ratio_cell(s.get(f'{PLAN} / {AUTOTUNE_WITH}'))} | {ratio_cell(s.get(f'{PLAN} / {IDEAL}'))} | "
               f"{_threads_cell(r)} | +{r['trace_cost']['extra']:.2f} |")
-    lines += [""] + [f"- **{r['pipeline']}** — {r['verdict']}" for r in ok]
+    lines += [""] + [f"- **{r['pipeline']}** — {r['verdict']}; steps/s predicted bound by {r['steps_binding']}"
+                     for r in ok]
     lines += [f"- **{r['pipeline']}**: failed — {r['failed']}" for r in rows if failed(r)]
     return lines + [""]
