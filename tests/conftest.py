@@ -4,6 +4,15 @@ import dataclasses
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# plumbkit's disk tier and its probe default to $XDG_CACHE_HOME/plumbkit: the suite writes under a
+# folder of its own, never the user's ~/.cache (removed at exit)
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+_CACHE_HOME = tempfile.mkdtemp(prefix="plumbkit-tests-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+atexit.register(shutil.rmtree, _CACHE_HOME, ignore_errors=True)
 
 import signal  # noqa: E402
 import statistics  # noqa: E402
