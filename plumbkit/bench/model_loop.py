@@ -208,7 +208,7 @@ def markdown(section: dict | None) -> list[str]:
             + " | ".join(num(m.get(k)) for k in ("yours", "autotune", AUTOTUNE_WITH, PLAN, IDEAL))
             + f" | {ratio_cell(s.get(f'{PLAN} / {AUTOTUNE_WITH}'))} | {ratio_cell(s.get(f'{PLAN} / {IDEAL}'))} | "
               f"{_threads_cell(r)} | +{r['trace_cost']['extra']:.2f} |")
-    lines += [""] + [f"- **{r['pipeline']}** — {r['verdict']}; steps/s predicted bound by {r.get('steps_binding') or '—'}"
-                     for r in ok]
+    lines += [""] + [f"- **{r['pipeline']}** — {r['verdict']}; steps/s predicted bound by "
+                     f"{r.get('steps_binding') or '—'}" for r in ok]
     lines += [f"- **{r['pipeline']}**: failed — {r['failed']}" for r in rows if failed(r)]
     return lines + [""]
