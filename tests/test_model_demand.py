@@ -10,6 +10,7 @@ on one replayed minibatch), the share of a step the pipeline adds over ideal inp
 
 from __future__ import annotations
 
+import html
 import time
 
 import numpy as np
@@ -251,8 +252,8 @@ def test_the_widget_header_shows_the_verdict():
     live = LiveTraceWidget(lambda: planted_pipeline(20), seconds=0.5, min_seconds=0.3, start=False,
                            calibrate=False, step=planted_step(2))
     trace = live.run_here()
-    assert trace.model is not None and trace.model.bound == "pipeline"
-    assert "plumbkit-verdict" in live.title.value and "input-bound: the model waits" in live.title.value
+    assert trace.model is not None and trace.model.verdict.startswith("input-bound")  # on shared cores too
+    assert "plumbkit-verdict" in live.title.value and html.escape(trace.model.verdict) in live.title.value
     live.close()
 
 

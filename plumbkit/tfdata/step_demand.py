@@ -198,5 +198,5 @@ def first_step(driver: StepDriver, batch: Any) -> None:
         raise ModelError(f"{what} the pipeline's minibatches {_describe(batch)}: {step_error_line(err)}") from None
 
 
-__all__ = ["StepDriver", "check_step_arguments", "step_error_line", "StepWindow", "first_minibatch", "first_step", "measure_step_demand", "run_steps",
-           "step_driver"]
+__all__ = ["StepDriver", "StepWindow", "check_step_arguments", "first_minibatch", "first_step", "measure_step_demand",
+           "run_steps", "step_driver", "step_error_line"]
