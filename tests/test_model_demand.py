@@ -257,6 +257,15 @@ def test_the_widget_header_shows_the_verdict():
     live.close()
 
 
+def test_the_widget_hands_the_step_to_the_trace_and_the_optimization():
+    """What %%plumb --train-step / --model names reaches both the live trace and the Optimize tab."""
+    from plumbkit.widgets import PlumbWidget
+    step = planted_step(1)
+    widget = PlumbWidget(lambda: planted_pipeline(1), live=False, in_the_loop={"step": step})
+    assert widget.live._kwargs["step"] is step and widget.optimize.options["step"] is step
+    widget.close()
+
+
 @pytest.fixture(scope="module")
 def ip():
     from IPython.core.interactiveshell import InteractiveShell
