@@ -198,6 +198,15 @@ SPARE_CALLS = 1.25
 #: a parallel batch's cost could be calibrated in its parallel form like a map's, and the
 #: margin then dropped.
 PARALLEL_BATCH_GAIN = 1.10
+#: An operator below a cache (free in steady state) gets threads for the first epoch, which
+#: fills the cache, only when they are predicted to fill it at least this much faster: its
+#: threads idle once the cache is full, so a small predicted gain is not worth a change.
+#: From: judgement (issue 26, "the filling epoch is planned too"); the case it was made for
+#: gains far more (an 8 ms fetch kept sequential: ~32 s for 4,000 elements; 16 calls in
+#: flight: ~2 s, method.md). Not measured apart.
+#: Machine: the dev VM (2 cores), TF 2.21.
+#: Sensitive to: nothing measured; a larger margin only leaves more fills as written.
+FILL_GAIN = 1.25
 #: A prefetch at the top is added unless the model predicts the pipeline at least this much
 #: faster without it: its buffer decouples the pipeline from a training step's pauses, which a
 #: prediction from a bare ``next()`` loop does not see.
@@ -214,15 +223,6 @@ PREFETCH_LOSS = 1.1
 #: From: judgement with the resource model and its offered options (14703eb). Not measured
 #: apart.
 #: Machine: the dev VM (2 cores).
-#: An operator below a cache (free in steady state) gets threads for the first epoch, which
-#: fills the cache, only when they are predicted to fill it at least this much faster: its
-#: threads idle once the cache is full, so a small predicted gain is not worth a change.
-#: From: judgement (issue 26, "the filling epoch is planned too"); the case it was made for
-#: gains far more (an 8 ms fetch kept sequential: ~32 s for 4,000 elements; 16 calls in
-#: flight: ~2 s, method.md). Not measured apart.
-#: Machine: the dev VM (2 cores), TF 2.21.
-#: Sensitive to: nothing measured; a larger margin only leaves more fills as written.
-FILL_GAIN = 1.25
 #: Sensitive to: the files or shards the source can be split into and the memory of each copy.
 MAX_SOURCE_COPIES = 16
 
