@@ -201,7 +201,7 @@ PARALLEL_BATCH_GAIN = 1.10
 #: An operator below a cache (free in steady state) gets threads for the first epoch, which
 #: fills the cache, only when they are predicted to fill it at least this much faster: its
 #: threads idle once the cache is full, so a small predicted gain is not worth a change.
-#: From: judgement (issue 26, "the filling epoch is planned too"); the case it was made for
+#: From: judgement (issue 26, "the filling epoch is planned too", f86b4fa); the case it was made for
 #: gains far more (an 8 ms fetch kept sequential: ~32 s for 4,000 elements; 16 calls in
 #: flight: ~2 s, method.md). Not measured apart.
 #: Machine: the dev VM (2 cores), TF 2.21.

@@ -19,8 +19,11 @@ Log = Callable[[str], None]
 
 def as_dict(speedup) -> dict | None:
     """A :class:`Speedup` as the report stores it (the end-to-end rows' form)."""
-    from .suite import _speedup  # the suite imports this module's users lazily: no cycle
-    return _speedup(speedup)
+    if speedup is None:
+        return None
+    s = speedup
+    return {"ratio": s.ratio, "low": s.low, "high": s.high, "coverage": s.coverage, "measurable": s.measurable,
+            "noisy": s.noisy, "verdict": s.verdict, "ratios": list(s.ratios)}
 
 
 def measured_alike(name: str, contenders: Sequence[Contender], protocol: Protocol, *,
@@ -87,5 +90,5 @@ def signed_pct(x: float | None) -> str:
 
 
 def num(x: float | None, digits: int = 1) -> str:
-    from .suite import _num
-    return _num(x, digits)
+    """A figure as the report prints it (thousands separated; a dash for none)."""
+    return "—" if x is None else f"{x:,.{digits}f}"

@@ -39,10 +39,12 @@ from ..engine.optimization import AUTOTUNE_WITH
 from ..tfdata.disk import evict_from_page_cache
 from ..tfdata.graph import dataset_at, serialized_graph
 from ..tfdata.rebuild import apply_changes
+from . import busy_core, disk_tier, model_loop
 from . import offload as offload_bench
 from . import pipelines as bench_pipelines
 from . import public_pipelines
 from .pipelines import HELD_OUT, SPLITS, TUNING
+from .alike import as_dict, num
 from .accuracy import operator_errors, summary as accuracy_summary
 from .cancel import cancel_latency
 from .overhead import overhead as tracing_overhead
@@ -68,13 +70,6 @@ def machine() -> dict[str, Any]:
 CONFIGS = ("yours", "naive", "heuristic", "autotune", AUTOTUNE_WITH, "plumbkit")
 #: The speed-up plumbkit reports must agree with an independent timing within this.
 AGREEMENT = 0.15
-
-
-def _speedup(s) -> dict | None:
-    if s is None:
-        return None
-    return {"ratio": s.ratio, "low": s.low, "high": s.high, "coverage": s.coverage, "measurable": s.measurable,
-            "noisy": s.noisy, "verdict": s.verdict, "ratios": list(s.ratios)}
 
 
 def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Callable[[str], None],
@@ -132,11 +127,11 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "predicted_fill": plan.fill_prediction.throughput if plan.fill_prediction else None,
         "fill_seconds": plan.fill_seconds, "measured_first_epoch": plan.first_epoch,
         "runtime": vars(plan.runtime) if plan.runtime else None,
-        "reported_speedup": _speedup(reported), "independent_speedup": _speedup(independent),
+        "reported_speedup": as_dict(reported), "independent_speedup": as_dict(independent),
         "speedup_agreement": agreement,
         "speedup_agrees": agreement is not None and abs(agreement) <= AGREEMENT,
         "returned": returned, "applied": plan.applied, "verdict": plan.verdict,
-        "returned_over_autotune": _speedup(over_autotune),
+        "returned_over_autotune": as_dict(over_autotune),
         "speedup_over_naive": {k: v / med["naive"] for k, v in med.items() if v and med.get("naive")},
         "plumbkit_over_autotune": (measured_plan / med["autotune"]) if measured_plan and med.get("autotune") else None,
         "cache": plan.cache.label, "cache_bytes": plan.cache.bytes, "memory_budget": plan.cache.budget,
@@ -306,10 +301,6 @@ def plots(report: dict, out: Path) -> list[str]:
     return files
 
 
-def _num(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{x:,.{digits}f}"
-
-
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.0f}%"
 
@@ -317,7 +308,7 @@ def _pct(x: float | None) -> str:
 def _cell(row: dict, key: str) -> str:
     if key in row.get("failed", {}):
         return "failed"
-    return _num(row["measured"].get(key))
+    return num(row["measured"].get(key))
 
 
 def _cpu_error(row: dict) -> float | None:
@@ -342,7 +333,7 @@ def end_to_end_table(rows: list[dict]) -> list[str]:
         returned = "plan" if r["applied"] else ("yours (nothing to change)" if not r["changes"]
                                                 else "yours (no measurable gain)")
         lines.append(f"| {r['pipeline']} | " + " | ".join(_cell(r, k) for k in CONFIGS)
-                     + f" | {_num(r['predicted_plumbkit'])} | {_pct(r['prediction_error'])} | "
+                     + f" | {num(r['predicted_plumbkit'])} | {_pct(r['prediction_error'])} | "
                        f"{_pct(r['spread'].get('plumbkit'))} | {returned} |")
     return lines
 
@@ -404,7 +395,7 @@ def markdown(report: dict) -> str:
             lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
                          f"{ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
                          f"{_pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | "
-                         f"{_num(statistics.median(neighbours), 2) if neighbours else '—'} |")
+                         f"{num(statistics.median(neighbours), 2) if neighbours else '—'} |")
         lines += [""] + prediction_error_lines(rows)
         cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
         if cpu:
@@ -689,7 +680,6 @@ def issue_sections(args: argparse.Namespace, *, data: str, out: Path, seconds: f
     """Issues 26 and 27's sections (disk tier, model in the loop, one core kept busy): each runs
     unless skipped, and with ``--only`` only when named there; the disk tier (tens of minutes, GBs
     written and removed) only when ``--only`` names it, so an end-to-end run stays as it was."""
-    from . import busy_core, disk_tier, model_loop  # they use this module's helpers: imported here, no cycle
     only = {n.strip() for n in (args.only or "").split(",") if n.strip()}
     runs = {disk_tier.SECTION: lambda: disk_tier.disk_tier_section(data, out, seconds=seconds, protocol=protocol,
                                                                    log=log, eval_gb=getattr(args, "eval_gb", 3.0)),
