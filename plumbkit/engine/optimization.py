@@ -295,7 +295,9 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     cores = cores or original.cores
     user = pipeline_of(ds)
     progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
-    runtime = RuntimeCosts(consumer=consumer_ceiling(ds), consumer_plain=consumer_ceiling(ds, prefetched=False),
+    window = min(0.5, protocol.window)  # the ceiling's windows no longer than the comparison's (FULL: 0.5 s)
+    runtime = RuntimeCosts(consumer=consumer_ceiling(ds, window=window),
+                           consumer_plain=consumer_ceiling(ds, window=window, prefetched=False),
                            handoff=handoff_cost(), cache_read=cache_read_cost(),
                            restarts=measure_restarts(ds, original))  # a short epoch repeated
     disk = disk_bound(original, parallelism=int(cores))
