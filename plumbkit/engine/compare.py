@@ -348,6 +348,10 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
             if taken < contender.fill_batches:
                 notes.append(f"caches not filled within {protocol.fill_limit:.0f} s "
                              f"({taken} of {contender.fill_batches} minibatches): measured partly cold")
+        # the neighbours over every window of the run, not the measured one alone: /proc/stat's
+        # ticks lag the process's own CPU clock by tens of ms, so a 0.1 s window read 0-0.14 of
+        # the 1.3 cores two spinning neighbours took (tests/test_free_cores.py)
+        machine0 = read_machine()
         previous = runner.window(protocol.window)
         for _ in range(protocol.max_windows - 1):
             current = runner.window(protocol.window)
@@ -363,7 +367,7 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
         if first_epoch and contender.fill_batches and runner.batches > contender.fill_batches:
             notes.append(f"its caches filled within the measurement ({contender.fill_batches} minibatches): "
                          f"measured partly warm")
-        return Run(value, tuple(notes), neighbour_cores(start, end), (end.own - start.own) / max(1, runner.batches - n0))
+        return Run(value, tuple(notes), neighbour_cores(machine0, end), (end.own - start.own) / max(1, runner.batches - n0))
     finally:
         # Dropping the iterator and the dataset frees a filled cache (measured: RSS falls back
         # before the next build); a young-generation collection catches short cycles. A full
