@@ -20,6 +20,7 @@ import tensorflow as tf
 import plumbkit
 import plumbkit.engine.compare
 import plumbkit.engine.demand
+from plumbkit.bench.model_loop import independent_input_bound
 from plumbkit.model.demand import ModelDemand, ModelError
 from plumbkit.tfdata.model_state import StateGuard, keras_variables
 
@@ -52,26 +53,6 @@ def planted_step(ms_per_step: float):
     return step
 
 
-def own_loop_input_bound(ds: tf.data.Dataset, step, rounds: int = 5, steps: int = 4) -> float:
-    """The independent figure: the step timed by a plain loop on one replayed minibatch and on the
-    pipeline, in alternating runs of ``steps`` (a shared machine's drift slows both alike; each
-    run's first steps, which a prefetch filled meanwhile, are not timed); the share of a step the
-    pipeline adds over ideal input, the median over the rounds (a burst of load spoils one round)."""
-    iterators = {"ideal": iter(ds.take(1).cache().repeat()), "yours": iter(ds)}
-    shares = []
-    for _ in range(rounds):
-        seconds = {}
-        for name, it in iterators.items():
-            for _ in range(3):
-                step(next(it))
-            t0 = time.perf_counter()
-            for _ in range(steps):
-                step(next(it))
-            seconds[name] = time.perf_counter() - t0
-        shares.append(max(0.0, 1.0 - seconds["ideal"] / seconds["yours"]))
-    return float(np.median(shares))
-
-
 def small_keras_model(features: int = 8):
     model = keras.Sequential([keras.Input((features,)), keras.layers.Dense(16, activation="relu"),
                               keras.layers.Dropout(0.3), keras.layers.Dense(1)])
@@ -90,7 +71,7 @@ def test_input_bound_share_matches_an_independent_loop(regime, pipeline_ms, step
     regime. Truth and estimate are timed a second apart on a shared machine: one rerun."""
     step = planted_step(step_ms)
     demand = plumbkit.engine.demand.measure_model(planted_pipeline(pipeline_ms), step=step, seconds=0.5)
-    truth = own_loop_input_bound(planted_pipeline(pipeline_ms), step)
+    truth = independent_input_bound(lambda: planted_pipeline(pipeline_ms), step, steps=4)  # the bench's plain loop
     assert abs(demand.input_bound - truth) <= 0.10, (demand, truth)
     assert demand.verdict.startswith(regime), demand.verdict
     assert demand.kind == "tf.function step"
