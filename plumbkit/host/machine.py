@@ -173,7 +173,15 @@ def read_machine() -> MachineReading:
 def neighbour_cores(start: MachineReading, end: MachineReading) -> float | None:
     """Cores other competing processes kept busy between two readings (the machine's competing
     CPU less this process's own, over the wall time; None where the machine cannot be read)."""
-    if start.competing is None or end.competing is None or end.wall <= start.wall:
+    others = others_seconds(start, end)
+    if others is None or end.wall <= start.wall:
         return None
-    others = (end.competing - start.competing) - (end.own - start.own)
-    return max(0.0, others) / (end.wall - start.wall)
+    return others / (end.wall - start.wall)
+
+
+def others_seconds(start: MachineReading, end: MachineReading) -> float | None:
+    """CPU seconds other competing processes spent between two readings (the machine's competing
+    CPU less this process's own; None where the machine cannot be read)."""
+    if start.competing is None or end.competing is None:
+        return None
+    return max(0.0, (end.competing - start.competing) - (end.own - start.own))

@@ -16,7 +16,7 @@ from typing import Callable
 import psutil
 import tensorflow as tf
 
-from ..host.machine import available_cores, competing_busy_seconds
+from ..host.machine import MachineReading, available_cores, others_seconds, read_machine
 from ..model.samples import NodeSample, RawTrace, Snapshot
 from .consumer import JOIN_SECONDS, Puller, Stopped
 from .options import observed_options
@@ -33,7 +33,7 @@ STOP_GRACE = 0.25
 CONVERGENCE_TOLERANCE = 0.01
 
 
-def _sample(iterator, t0: float, cpu0: float, process: psutil.Process, busy0: float | None) -> Snapshot:
+def _sample(iterator, t0: float, cpu0: float, process: psutil.Process, machine0: MachineReading | None) -> Snapshot:
     proto = tf.data.experimental.get_model_proto(iterator)
     nodes = {}
     for key, node in proto.nodes.items():
@@ -46,8 +46,8 @@ def _sample(iterator, t0: float, cpu0: float, process: psutil.Process, busy0: fl
             parameters=params, tunable=tuple(p.name for p in node.parameters if p.tunable),
             ratio=float(node.ratio),
         )
-    busy, cpu = competing_busy_seconds(), time.process_time() - cpu0
-    others = None if busy is None or busy0 is None else max(0.0, busy - busy0 - cpu)
+    cpu = time.process_time() - cpu0
+    others = None if machine0 is None else others_seconds(machine0, read_machine())
     return Snapshot(t=time.perf_counter() - t0, cpu=cpu, rss=process.memory_info().rss, nodes=nodes, others=others)
 
 
@@ -97,7 +97,7 @@ class Tracer:
         self._wake = threading.Event()  # the poll loop's alarm: the consumer ended, or stop()
         self._closed = threading.Event()  # run() returned: a late consumer must not edit the trace
         self._batches = 0
-        self._busy0: float | None = None  # competing processes' CPU when the trace started
+        self._machine0: MachineReading | None = None  # the machine when the trace started
         self._warm_at: float | None = None if warmup_batches > 0 else 0.0
 
     def stop(self) -> None:
@@ -133,7 +133,7 @@ class Tracer:
 
     def run(self) -> RawTrace:
         process = psutil.Process()
-        t0, cpu0, self._busy0 = time.perf_counter(), time.process_time(), competing_busy_seconds()
+        t0, cpu0, self._machine0 = time.perf_counter(), time.process_time(), read_machine()
         puller = Puller(self.ds)
         iterator = puller.iterator
         consumer = threading.Thread(target=self._consume, args=(puller,), daemon=True,
@@ -166,7 +166,7 @@ class Tracer:
 
     def _take(self, iterator, t0, cpu0, process) -> Snapshot | None:
         try:
-            snap = _sample(iterator, t0, cpu0, process, self._busy0)
+            snap = _sample(iterator, t0, cpu0, process, self._machine0)
         except (tf.errors.OpError, RuntimeError):
             return None  # the iterator is gone (end of data): keep what was sampled
         self.raw.snapshots.append(snap)
