@@ -102,17 +102,19 @@ def measure_model(ds: "tf.data.Dataset", *, model: Any = None, step: Callable[[A
 def training_alike(contenders: Sequence[Contender], protocol: Protocol, *, ds: "tf.data.Dataset",
                    model: Any = None, step: Callable[[Any], Any] | None = None,
                    pipeline_alone: float | None = None, should_stop: Callable[[], bool] | None = None,
-                   on_progress: Callable[[str, float], None] | None = None) -> tuple[ModelDemand, Comparison]:
+                   on_progress: Callable[[str, float], None] | None = None,
+                   demand: ModelDemand | None = None) -> tuple[ModelDemand, Comparison]:
     """The model's demand on ``ds`` (yours), then training steps/s of each contender (yours first,
     the plan, AUTOTUNE) and of ideal input (one minibatch of yours replayed), the user's step run
     on every minibatch, measured alike (built fresh, caches filled, steady state, interleaved:
     :mod:`plumbkit.engine.compare`). One build of the step (a Keras model compiles once); the
     model is restored after, bitwise. The demand is evidence about yours and ideal input only:
-    what predicts the plan's steps/s before the fact."""
+    what predicts the plan's steps/s before the fact (``demand``: measured already, before planning)."""
     yours = contenders[0]
     ideal = Contender(IDEAL_INPUT, lambda: yours.build().take(1).cache().repeat())
     with stepping(ds, model=model, step=step) as driver:
-        demand = _demand(driver, ds, seconds=MODEL_SECONDS, pipeline_alone=pipeline_alone)
+        if demand is None:
+            demand = _demand(driver, ds, seconds=MODEL_SECONDS, pipeline_alone=pipeline_alone)
         stepped = [dataclasses.replace(c, step=driver.call) for c in (*contenders, ideal)]
         return demand, compare(stepped, protocol, should_stop=should_stop, on_progress=on_progress, settle=[])
 

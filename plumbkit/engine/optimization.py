@@ -34,6 +34,7 @@ from ..planning.decisions import Decisions, decide, priced_options
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
+from ..planning.right_size import RightSizing
 from ..planning.predict import (
     Evidence,
     Prediction,
@@ -56,7 +57,8 @@ from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
 from .disk_tier import decide_tiered, fill_tier
-from .demand import check_step_arguments, ideal_alike, training_alike, training_figures
+from .demand import check_step_arguments, ideal_alike, measure_model, training_alike, training_figures
+from .right_sizing import right_size_planned, ships_for_training
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .restarts import measure_restarts
@@ -134,6 +136,9 @@ class Plan:
     #: pipeline's (:func:`plumbkit.planning.predict.predict_training`); yours and the plan's by name
     step_prediction: Prediction | None = None
     steps_predictions: dict[str, float] = field(default_factory=dict)
+    #: where the model binds training: the plan trimmed to its demand (fewest threads, no cache or
+    #: inner prefetch it does not need) and what that gave back; None: not right-sized
+    right_sizing: RightSizing | None = None
 
     @property
     def predicted_steps_per_s(self) -> float | None:
@@ -174,6 +179,11 @@ class Plan:
     def verdict(self) -> str:
         if not self.proposed_changes:
             return "nothing to change: your pipeline is returned unchanged"
+        if self.right_sizing is not None and self.steps_comparison is not None:  # training decides
+            trains = self.steps_comparison.speedup(PLUMBKIT, YOURS)
+            said = trains.verdict if trains is not None else "not measured alike"
+            kept = "it is returned" if self.applied else "your pipeline is returned unchanged"
+            return f"plumbkit's plan, right-sized to the model's demand, trains {said} against yours: {kept}"
         if self.speedup is None:
             return "not measured alike: your pipeline is returned unchanged"
         if self.applied:
@@ -301,6 +311,10 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                            handoff=handoff_cost(), cache_read=cache_read_cost(),
                            restarts=measure_restarts(ds, original))  # a short epoch repeated
     disk = disk_bound(original, parallelism=int(cores))
+    demand = None  # the model's demand, measured before planning: where the model binds, the plan is right-sized
+    if model is not None or step is not None:
+        progress("the model's demand: its step on one replayed minibatch, then on yours", 0.17)
+        demand = measure_model(ds, model=model, step=step, pipeline_alone=original.throughput)
     planned = _plan_before_the_fact(ds, original, cores=cores, memory_budget=memory_budget, runtime=runtime,
                                     disk=disk, costs=costs, protocol=protocol, progress=progress,
                                     disk_budget=disk_budget, cache_dir=cache_dir, should_stop=should_stop)
@@ -319,6 +333,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         original = with_parallel_costs(ds, original, parallelized)
     ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
                              tiers=planned.decisions.tiers)
+    sizing = right_size_planned(planned, ev, demand)  # None: no model, or the pipeline binds
+    changes = planned.changes
     prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
@@ -338,29 +354,35 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan.tier = _tier_of(ev, changes, planned.decisions.tier)
     if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
         plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
+    plan.right_sizing = sizing
     _in_the_loop(plan, ds, contenders, protocol, ev, model=model, step=step, should_stop=should_stop,
-                 progress=progress)
+                 progress=progress, demand=demand, build_yours=build_yours)
     progress("done", 1.0)
     return plan
 
 
 def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol,
                  ev: Evidence, *, model: Any, step: Callable[[Any], Any] | None,
-                 should_stop: Callable[[], bool] | None, progress: Progress) -> None:
+                 should_stop: Callable[[], bool] | None, progress: Progress, demand: ModelDemand | None = None,
+                 build_yours: Callable[[], "tf.data.Dataset"] | None = None) -> None:
     """With a model or step: once yours and the plan are measured, the step runs in the loop (built
     once): its demand on ideal input and on yours (``plan.model``), from which, with the evidence
     of yours, the plan's training steps/s is predicted before the fact (``plan.step_prediction``:
     the step's CPU charged beside the pipeline's); then yours, the plan and AUTOTUNE measured alike
     once more with the step on every minibatch (``plan.measured_steps_per_s``); the model's
-    variables are restored, bitwise."""
+    variables are restored, bitwise. A right-sized plan ships on those training figures
+    (:func:`~plumbkit.engine.right_sizing.ships_for_training`)."""
     if model is None and step is None:
         return
-    progress("the model in the loop: its step on one replayed minibatch, then on yours", 0.95)
+    progress("the model in the loop: yours, the plan and AUTOTUNE with its step on every minibatch", 0.95)
     trained = [c for c in contenders if c.name in (YOURS, PLUMBKIT, "autotune")]
     demand, steps = training_alike(trained, protocol, ds=ds, model=model, step=step, should_stop=should_stop,
-                                   pipeline_alone=plan.trace.throughput,
+                                   pipeline_alone=plan.trace.throughput, demand=demand,
                                    on_progress=lambda msg, f: progress(f"with the model in the loop, {msg}", 0.95))
     training_figures(plan, demand, steps, yours=YOURS, planned=PLUMBKIT)
+    if build_yours is not None:
+        ships_for_training(plan, steps, yours=YOURS, planned=PLUMBKIT,
+                           rebuild=lambda ch: apply_changes(ds, ch) if ch else build_yours())
     model_alone = ideal_alike(demand, steps)  # the step on ideal input, measured alike
     plan.step_prediction = predict_training(ev, layout_with(ev, plan.proposed_changes), model_alone)
     plan.steps_predictions = {YOURS: predict_training(ev, layout_as_traced(ev), model_alone).throughput,

@@ -1,0 +1,62 @@
+"""Right-sizing in ``optimize(..., model=)``: where the model bounds training, the plan that ships is
+the smallest one predicted to keep up with it (:mod:`plumbkit.planning.right_size`), and whether it
+ships is decided by training steps/s measured alike, not by the pipeline's own throughput.
+
+One job: apply that decision to an optimize call's state. The fastest plan is decided first, as
+without a model; right-sizing then trims it before anything is measured alike, so its prediction is
+still made before the fact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from ..model.demand import ModelDemand
+from ..planning.predict import Evidence
+from ..planning.right_size import RightSizing, right_size
+from .compare import Comparison
+
+
+def right_size_planned(planned: Any, ev: Evidence, demand: ModelDemand | None) -> RightSizing | None:
+    """Trim ``planned`` (an optimize call's ``_Planned``) to the model's demand where the model
+    binds: its changes, and its cache and fill where the cache is dropped. None: left as it was."""
+    if demand is None:
+        return None
+    sizing = right_size(ev, planned.changes, demand)
+    if sizing is None:
+        return None
+    planned.changes = sizing.changes
+    if sizing.dropped_cache:
+        planned.cache = dataclasses.replace(planned.cache, label=None, node=None, bytes=None,
+                                            why=f"no cache: the model's demand does not need the one after "
+                                                f"{sizing.dropped_cache}")
+        planned.fill = planned.yours_fill
+    planned.notes.append(sizing.note)
+    return sizing
+
+
+def ships_for_training(plan: Any, steps: Comparison, *, yours: str, planned: str,
+                       rebuild: Callable[[list], Any]) -> None:
+    """A right-sized plan ships when training with it is not measurably slower than with yours
+    (the model binds, so the pipeline's own throughput is not what the user waits for); a plan
+    measurably slower in training never ships. ``rebuild(changes)`` builds a pipeline."""
+    if plan.right_sizing is None or not plan.proposed_changes:
+        return
+    speedup = steps.speedup(planned, yours)
+    slower = speedup is None or not steps.complete or (speedup.measurable and speedup.high < 1.0)
+    if slower:
+        if plan.applied:
+            plan.dataset, plan.changes, plan.applied = rebuild([]), [], False
+        plan.notes.append("the right-sized plan was not kept: training with it was "
+                          + ("not measured alike" if speedup is None or not steps.complete
+                             else f"measurably slower than with yours ({speedup.ratio:.2f}×)"))
+        return
+    if not plan.applied:
+        plan.dataset, plan.changes, plan.applied = rebuild(plan.proposed_changes), plan.proposed_changes, True
+    plan.notes.append(f"the right-sized plan is returned: training with it ran {speedup.ratio:.2f}× yours "
+                      f"(measured alike, the model in the loop), with "
+                      f"{plan.right_sizing.threads} pipeline thread{'s' if plan.right_sizing.threads != 1 else ''}")
+
+
+__all__ = ["right_size_planned", "ships_for_training"]

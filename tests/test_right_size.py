@@ -1,0 +1,123 @@
+"""Right-sizing to the model's demand (issue 27, "plan to the demand"): where the model bounds
+training, the plan keeps the fewest pipeline threads, and no cache the demand does not need, that
+are predicted to feed the model with headroom; where the pipeline binds, nothing is trimmed.
+
+The planning cases are pure evidence (a map of 20 ms of CPU a minibatch, 2 cores): what is
+predicted there is arithmetic a reader can check. The end-to-end case runs a real pipeline fed to a
+planted step that sleeps (an accelerator's step: no host CPU) and checks what ships, measured.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import tensorflow as tf
+
+import plumbkit
+import plumbkit.engine.compare
+from plumbkit.model.demand import ModelDemand
+from plumbkit.model.pipeline import Operator, Pipeline
+from plumbkit.model.plan import Change
+from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_with, predict_training
+from plumbkit.planning.right_size import HEADROOM, pipeline_limit, right_size
+
+MAP_COST = 0.020  # CPU seconds a minibatch of the planted map
+
+
+def _evidence(*, decode: float = 0.0) -> Evidence:
+    """source -> [decode ->] map -> batch, the map sequential as written; 2 cores."""
+    ops = {"batch": Operator("batch", "BatchDatasetV2", "batch", inputs=("map",), label="batch"),
+           "map": Operator("map", "MapDataset", "map", inputs=("decode",) if decode else (), label="map(heavy)"),
+           "decode": Operator("decode", "MapDataset", "map", inputs=(), label="map(decode)")}
+    if not decode:
+        ops.pop("decode")
+    cost = {"map": MAP_COST, "batch": 0.0, **({"decode": decode} if decode else {})}
+    return Evidence(pipeline=Pipeline(operators=ops, root="batch"), cost=cost, visits={n: 8 for n in cost} | {"batch": 1},
+                    sequential=frozenset(), cores=2, runtime=RuntimeCosts(cache_read=1e-6))
+
+
+FASTEST = [Change("parallelism", "map(heavy)", "map", 4, "the LP's threads")]
+
+
+def _model(steps_per_s: float, cpu: float = 0.0) -> ModelDemand:
+    return ModelDemand(ideal_steps_per_s=steps_per_s, steps_per_s=steps_per_s, input_bound=0.0, cpu_per_step=cpu)
+
+
+def test_a_model_far_slower_than_the_pipeline_keeps_it_as_written():
+    """20 steps/s: the map as written (one thread, 1 / 0.02 = 50/s) feeds 24/s with 20% headroom,
+    so the plan's 4 threads are dropped: the map stays sequential, as written."""
+    ev = _evidence()
+    sized = right_size(ev, FASTEST, _model(20))
+    assert sized is not None and sized.threads == 0 and sized.fastest_threads == 4 and sized.freed_threads == 4
+    assert not [c for c in sized.changes if c.what == "parallelism"]
+    assert sized.prediction.throughput == pytest.approx(20) and "gives back 4 of the fastest plan's 4" in sized.note
+
+
+def test_a_faster_model_gets_the_threads_its_demand_needs_and_no_more():
+    """60 steps/s: 72/s needed with headroom, 50/s per thread of the map: two threads (100/s)."""
+    sized = right_size(_evidence(), FASTEST, _model(60))
+    assert sized is not None and sized.threads == 2
+    assert [c.value for c in sized.changes if c.what == "parallelism"] == [2]
+    assert pipeline_limit(sized.prediction) >= 60 * (1 + HEADROOM)
+    one_thread = predict_training(_evidence(), layout_with(_evidence(), [Change("parallelism", "map(heavy)", "map", 1, "")]),
+                                  _model(60))
+    assert pipeline_limit(one_thread) < 60 * (1 + HEADROOM)  # negative control: one thread would not do
+
+
+def test_where_the_pipeline_binds_nothing_is_trimmed():
+    """90 steps/s: the fastest plan gives 2 / 0.02 = 100/s, short of 108 with headroom."""
+    assert right_size(_evidence(), FASTEST, _model(90)) is None
+    assert right_size(_evidence(), FASTEST, _model(200)) is None
+
+
+def test_the_models_cpu_is_charged_beside_the_pipelines():
+    """A step taking 30 ms of CPU shares the 2 cores: 2 / (0.02 + 0.03) = 40/s at best. At 30
+    steps/s that clears the 36 needed with headroom (right-sized); at 35 (42 needed) it does not."""
+    assert right_size(_evidence(), FASTEST, _model(30, cpu=0.03)) is not None
+    assert right_size(_evidence(), FASTEST, _model(35, cpu=0.03)) is None
+
+
+def test_a_cache_the_demand_does_not_need_is_dropped_and_said():
+    """A 40 ms decode below the map, cached by the fastest plan. At 10 steps/s the pipeline
+    recomputing both as written (60 ms a minibatch on one thread: 16.7/s) still feeds the 12/s
+    needed, so the cache's memory is given back. At 40 steps/s (48 needed) the sequential decode
+    alone caps it at 25/s: the cache stays, and with nothing else to give back, nothing is trimmed."""
+    ev = _evidence(decode=0.040)
+    fastest = [Change("cache", "map(heavy)", "map", None, "fits"), *FASTEST]
+    sized = right_size(ev, fastest, _model(10))
+    assert sized is not None and sized.dropped_cache == "map(heavy)"
+    assert not [c for c in sized.changes if c.what == "cache"] and "the cache after map(heavy)" in sized.note
+    assert right_size(ev, fastest, _model(40)) is None
+
+
+def _sleep_step(seconds: float):
+    def sleep(_):
+        time.sleep(seconds)
+        return 0.0
+
+    @tf.function
+    def step(batch):
+        return tf.py_function(sleep, [tf.reduce_sum(batch)], tf.float32)
+    return step
+
+
+def test_optimize_right_sizes_to_a_slow_model_and_keeps_its_step_rate():
+    """An AUTOTUNE map of ~1 ms of CPU a minibatch fed to a 40 ms step: the fastest plan would run
+    it on every core; right-sized, it runs on one thread or none, and training with it measured
+    alike loses nothing measurable against yours."""
+    from plumbkit.bench.examples import planted_work
+
+    def pipeline():
+        return tf.data.Dataset.range(10**9).map(lambda x: planted_work(x, 4),
+                                               num_parallel_calls=tf.data.AUTOTUNE).batch(8)
+    plan = plumbkit.optimize(pipeline, step=_sleep_step(0.040), seconds=1.0, compare=False,
+                             protocol=plumbkit.engine.compare.BRIEF)
+    sized = plan.right_sizing
+    assert sized is not None, plan.notes
+    assert sized.threads == 1, sized.note  # AUTOTUNE's threads (2 here, at least) set to one
+    assert [(c.where, c.value) for c in sized.changes if c.what == "parallelism"] == [("map(lambda)", 1)]
+    assert plan.predicted_steps_per_s >= 0.95 * plan.model.ideal_steps_per_s
+    assert plan.applied, plan.notes  # training not measurably slower than with yours
+    assert plan.measured_steps_per_s >= 0.9 * plan.ideal_steps_per_s, (plan.measured_steps_per_s, plan.ideal_steps_per_s)
+    assert any(n.startswith("model-bound:") for n in plan.notes)
