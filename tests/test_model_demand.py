@@ -150,6 +150,9 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
     assert set(plan.steps_predictions) >= {"yours"}
     assert "yours" in plan.steps_baselines and plan.ideal_steps_per_s > 0 and plan.trace.model is plan.model
     assert guard.changed() == []
+    view = plan._repr_html_()  # the Optimize tab shows them: the verdict, a training steps/s row per configuration
+    assert html.escape(plan.model.verdict) in view and "plumbkit-training-config'><td>yours</td>" in view
+    assert "ideal input (the model alone)" in view and "training steps/s" in str(plan)
 
 
 @pytest.mark.parametrize("demand, bound, starts", [

@@ -6,7 +6,8 @@ import html
 from typing import TYPE_CHECKING
 
 from .table import COLUMNS, pct, row_cells
-from .text import FIRST_EPOCH_PROTOCOL, cache_row, first_epoch_line, summary_lines
+from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, cache_row, first_epoch_line, summary_lines,
+                   training_rows, unshown_notes)
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
@@ -87,9 +88,7 @@ def _configuration_rows(plan: "Plan") -> str:
         elif measured is None:
             measured_cell = "—"
         else:
-            q = result.quartiles if result is not None else None
-            spread = f" <span style='color:#777;font-size:11px'>IQR {q[0]:,.1f}–{q[1]:,.1f}</span>" if q else ""
-            measured_cell = f"{measured:,.1f}{spread}"
+            measured_cell = f"{measured:,.1f}{_spread(result.quartiles if result is not None else None)}"
         predicted = plan.predictions.get(name)
         if predicted is not None:
             predicted_cell = f"{predicted:,.1f}"
@@ -99,6 +98,54 @@ def _configuration_rows(plan: "Plan") -> str:
         rows.append(f"<tr class='plumbkit-config'><td>{html.escape(name)}</td><td>{measured_cell}</td>"
                     f"<td>{predicted_cell}</td><td>{_pair(predicted, measured, top)}</td></tr>")
     return "".join(rows)
+
+
+def _spread(q: tuple[float, float] | None) -> str:
+    return f" <span style='color:#777;font-size:11px'>IQR {q[0]:,.1f}–{q[1]:,.1f}</span>" if q else ""
+
+
+def _training_rows(plan: "Plan") -> str:
+    """Training steps/s, one row per configuration measured with the step in the loop (the model
+    alone on ideal input last): measured, its own prediction (the plan's beside its binding), bars."""
+    rows = training_rows(plan)
+    top = max([v for r in rows for v in (r.measured, r.predicted) if v] or [1.0])
+    out = []
+    for r in rows:
+        measured_cell = "—" if r.measured is None else f"{r.measured:,.1f}{_spread(r.quartiles)}"
+        if r.predicted is not None:
+            predicted_cell = f"{r.predicted:,.1f}" + (
+                f" <span style='color:#777;font-size:11px'>bound by {html.escape(r.binding)}</span>" if r.binding else "")
+        else:
+            why = (AUTOTUNE_NOTE if r.name.startswith("autotune")
+                   else "measured only: the model's demand" if r.name == IDEAL_ROW else "no prediction")
+            predicted_cell = f"<span style='color:#777;font-size:11px'>{why}</span>"
+        out.append(f"<tr class='plumbkit-training-config'><td>{html.escape(r.name)}</td><td>{measured_cell}</td>"
+                   f"<td>{predicted_cell}</td><td>{_pair(r.predicted, r.measured, top)}</td></tr>")
+    return "".join(out)
+
+
+def _training_table(plan: "Plan", legend: str) -> str:
+    """The training steps/s table below the minibatches/s one (nothing without a model)."""
+    rows = _training_rows(plan)
+    if not rows:
+        return ""
+    return (f"<div style='margin-top:4px'><b>training steps/s</b> (the step in the loop) · {legend}</div>"
+            "<table class='plumbkit-training' style='font-size:12px;white-space:nowrap'>"
+            "<thead style='text-align:left'><tr><th>configuration</th><th>measured</th>"
+            "<th>predicted</th><th></th></tr></thead><tbody>" + rows + "</tbody></table>")
+
+
+def _training_headline(plan: "Plan") -> str:
+    """Under the headline, with a model in the loop: what bounds training, and what the
+    right-sized plan gives back (threads, the cache's memory) where it was right-sized."""
+    if plan.model is None:
+        return ""
+    out = (f"<div class='plumbkit-training-verdict'><b>training</b> ({html.escape(plan.model.kind)}): "
+           f"{html.escape(plan.model.verdict)}</div>")
+    if plan.right_sizing is not None:
+        out += (f"<div class='plumbkit-right-sizing'><b>right-sized</b>: "
+                f"{html.escape(plan.right_sizing.note)}</div>")
+    return out
 
 
 def _details(plan: "Plan") -> str:
@@ -121,7 +168,7 @@ def _details(plan: "Plan") -> str:
                  + (f"<br>free in steady state (below a cache): {html.escape(', '.join(plan.free))}"
                     if plan.free else ""))
     parts.append(f"<b>cache</b>: {html.escape(cache_row(plan))} — {html.escape(plan.cache.why)}")
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in plan.notes)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in unshown_notes(plan))
     if notes:
         parts.append(f"<b>notes</b><ul style='margin:2px 0'>{notes}</ul>")
     offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in plan.options)
@@ -146,7 +193,8 @@ def _first_epoch(plan: "Plan") -> str:
 def plan_html(plan: "Plan") -> str:
     """The optimize panel: the answer in one line; each configuration measured and predicted as
     paired bars; the changes; the rest folded. One figure per name: the plan's prediction is
-    the only model figure shown (no bound beside it)."""
+    the only model figure shown (no bound beside it). With a model in the loop, training steps/s
+    too, the same way (the plan's predicted figure beside the limit that binds it)."""
     legend = (f"<span style='color:{PREDICTED_COLOR}'>■</span> predicted before the fact · "
               f"<span style='color:{MEASURED_COLOR}'>■</span> measured (median)")
     table = ("<table class='plumbkit-plan' style='font-size:12px;white-space:nowrap'>"
@@ -156,8 +204,9 @@ def plan_html(plan: "Plan") -> str:
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.proposed_changes) or "<li>none</li>"
     return (f"<div class='plumbkit-plan-view'>"
             f"<div class='plumbkit-headline' style='font-size:15px'><b>{html.escape(plan_headline(plan))}</b></div>"
-            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>{_first_epoch(plan)}"
-            f"<div style='margin-top:4px'><b>minibatches/s</b> · {legend}</div>{table}"
+            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>{_training_headline(plan)}"
+            f"{_first_epoch(plan)}<div style='margin-top:4px'><b>minibatches/s</b> · {legend}</div>{table}"
+            f"{_training_table(plan, legend)}"
             f"<div><b>{title}</b><ul style='margin:2px 0'>{changes}</ul></div>{_details(plan)}</div>")
 
 

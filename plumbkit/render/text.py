@@ -5,7 +5,7 @@ Presentation only: every number here was computed by the analysis, the planner o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..model.units import human_bytes
 from .table import COLUMNS, num, pct, row_cells, seconds
@@ -145,17 +145,20 @@ def plan_rows(plan: "Plan") -> list[tuple[str, str, str, str]]:
 
 #: What the protocol's description gains where every configuration was measured in its first epoch.
 def cache_row(plan: "Plan") -> str:
-    """Which tier the plan's cache is in, where, how large, and (a disk tier) what filling it
-    costs, as predicted: read off the plan, nothing computed."""
-    cache, tier = plan.cache, getattr(plan, "tier", None)
+    """Which tier the plan's cache is in, where, how large, and what filling it costs (its first
+    epoch, as predicted: ``plan.fill_prediction``, the disk tier's own where it holds one): read
+    off the plan, nothing computed."""
+    cache, fill = plan.cache, plan.fill_prediction
     if not cache.label:
         return "none new"
     if cache.tier != "disk":
-        return f"in memory at {cache.label}: {human_bytes(cache.bytes)} of a {human_bytes(cache.budget)} budget"
-    row = f"on disk at {cache.label}: {human_bytes(cache.bytes)} in {cache.directory}"
-    if tier is not None:
-        row += (f"; its first epoch writes it at {tier.fill.throughput:,.1f} minibatches/s predicted "
-                f"({tier.fill.binding}), ~{tier.fill_seconds:,.1f} s")
+        row = f"in memory at {cache.label}: {human_bytes(cache.bytes)} of a {human_bytes(cache.budget)} budget"
+    else:
+        row = f"on disk at {cache.label}: {human_bytes(cache.bytes)} in {cache.directory}"
+    if fill is not None:
+        took = f", ~{plan.fill_seconds:,.1f} s" if plan.fill_seconds is not None else ""
+        row += (f"; its first epoch {'writes' if cache.tier == 'disk' else 'fills'} it at "
+                f"{fill.throughput:,.1f} minibatches/s predicted ({fill.binding}){took}")
     return row
 
 
@@ -190,19 +193,68 @@ def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
 
 
 def training_figures(plan: "Plan") -> list[tuple[str, str]]:
-    """With a model in the loop: its verdict, and training steps/s predicted and measured alike."""
+    """With a model in the loop: its verdict, and the plan's training steps/s predicted beside
+    its binding (each configuration's, measured alike, is in :func:`training_rows`)."""
     if plan.model is None:
         return []
     out = [("training step, in the loop", plan.model.verdict)]
     if plan.step_prediction is not None:
         out.append(("training steps/s of the plan, predicted before any rewrite",
                     f"{plan.step_prediction.throughput:,.1f}, bound by {plan.step_prediction.binding}"))
-    measured = ", ".join(f"{name} {value:,.1f}" for name, value in plan.steps_baselines.items())
-    if plan.ideal_steps_per_s:
-        measured += f"; ideal input {plan.ideal_steps_per_s:,.1f}"
-    if measured:
-        out.append(("training steps/s, measured alike with the step in the loop", measured))
     return out
+
+
+#: The row of the model alone on ideal input, in the training steps/s table.
+IDEAL_ROW = "ideal input (the model alone)"
+
+
+class TrainingRow(NamedTuple):
+    """One configuration measured with the step in the loop: its median steps/s and quartiles,
+    and its own prediction beside its binding (the plan's only; None where there is none)."""
+
+    name: str
+    measured: float | None
+    quartiles: tuple[float, float] | None
+    predicted: float | None
+    binding: str | None
+
+
+def training_rows(plan: "Plan") -> list[TrainingRow]:
+    """Training steps/s per configuration (none without a model), the model alone last: read off
+    the plan (the plan's row: ``measured_steps_per_s`` and ``step_prediction``)."""
+    if plan.model is None:
+        return []
+    names = list(plan.steps_baselines) + [n for n in plan.steps_predictions if n not in plan.steps_baselines]
+    results = plan.steps_comparison.results if plan.steps_comparison is not None else {}
+    rows = []
+    for name in names:
+        result = results.get(name)
+        quartiles = result.quartiles if result is not None and result.ok else None
+        if name == "plumbkit":
+            step = plan.step_prediction
+            rows.append(TrainingRow(name, plan.measured_steps_per_s, quartiles, plan.predicted_steps_per_s,
+                                    step.binding if step is not None else None))
+        else:
+            rows.append(TrainingRow(name, plan.steps_baselines.get(name), quartiles,
+                                    plan.steps_predictions.get(name), None))
+    if plan.ideal_steps_per_s:
+        rows.append(TrainingRow(IDEAL_ROW, plan.ideal_steps_per_s, None, None, None))
+    return rows
+
+
+def training_table(plan: "Plan") -> list[str]:
+    """The training steps/s table of the plain-text plan (no lines without a model)."""
+    rows = training_rows(plan)
+    if not rows:
+        return []
+    cells = [("configuration", "measured", "predicted")] + [
+        (r.name, "—" if r.measured is None else f"{r.measured:,.1f}",
+         "—" if r.predicted is None else f"{r.predicted:,.1f}" + (f" (bound by {r.binding})" if r.binding else ""))
+        for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(3)]
+    return (["  training steps/s, measured alike with the step in the loop; 'predicted' is each "
+             "configuration's own prediction:"]
+            + ["    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells])
 
 
 def plan_text(plan: "Plan") -> str:
@@ -210,11 +262,14 @@ def plan_text(plan: "Plan") -> str:
     if plan.first_epoch:
         protocol += FIRST_EPOCH_PROTOCOL
     lines = [f"plumbkit plan: {plan.verdict}"]
+    if plan.right_sizing is not None:
+        lines.append(f"  right-sized: {plan.right_sizing.note}")
     lines += [f"  {what}: {value}" for what, value in plan_figures(plan)]
     lines.append(f"  measured alike, minibatches/s ({protocol}); 'predicted' is each configuration's own prediction:")
     rows = [("configuration", "measured", "spread", "predicted")] + plan_rows(plan)
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines += training_table(plan)
     title = "changes (applied)" if plan.applied else "changes proposed (not applied: yours is returned)"
     lines.append(f"  {title}:")
     lines += [f"    - {c}" for c in plan.proposed_changes] or ["    (none)"]
@@ -226,5 +281,11 @@ def plan_text(plan: "Plan") -> str:
     if plan.free:
         lines.append("  free in steady state (below a cache): " + ", ".join(plan.free))
     lines.append(f"  cache: {cache_row(plan)} — {plan.cache.why}")
-    lines += [f"  note: {n}" for n in plan.notes]
+    lines += [f"  note: {n}" for n in unshown_notes(plan)]
     return "\n".join(lines)
+
+
+def unshown_notes(plan: "Plan") -> list[str]:
+    """The plan's notes less the right-sizing note, which the views show under the verdict."""
+    shown = plan.right_sizing.note if plan.right_sizing is not None else None
+    return [n for n in plan.notes if n != shown]

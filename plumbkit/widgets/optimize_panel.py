@@ -2,7 +2,8 @@
 progress bar naming the phase and a Cancel, then shows the answer in one line (the plan against
 yours, measured, then as predicted), each configuration's prediction and measurement as paired
 bars, the changes, and the rest folded (what binds the prediction, the allocation, the cache,
-notes); it exports the optimized pipeline as the user's own cell."""
+notes); with a model in the loop, training steps/s the same way, the verdict and what a right-sized
+plan gives back; it exports the optimized pipeline as the user's own cell."""
 
 from __future__ import annotations
 
@@ -128,8 +129,7 @@ class OptimizePanel(w.VBox):
             else:
                 self.result.value = plan_html(plan)
                 self.progress.value, self.progress.bar_style = 1.0, "success"
-                self.message.value = (f"done: measured {plan.measured_throughput:,.1f} minibatches/s, "
-                                      f"predicted {plan.predicted_throughput:,.1f}")
+                self.message.value = done_message(plan)
                 self.export_button.disabled = self.cell_source is None
         for callback in self.on_finished:
             callback(self)
@@ -182,6 +182,18 @@ class OptimizePanel(w.VBox):
         if self.plan is None:
             return f"<div>{html.escape(self.message.value)}</div>" if self.message.value else ""
         return partial_plan_html(self.plan) if self.plan.partial else plan_html(self.plan)
+
+
+def done_message(plan: Plan) -> str:
+    """The phase line once a plan is shown: its figures measured and predicted, minibatches/s and,
+    with a model in the loop, training steps/s."""
+    said = (f"done: measured {plan.measured_throughput:,.1f} minibatches/s, "
+            f"predicted {plan.predicted_throughput:,.1f}")
+    if plan.model is None:
+        return said
+    measured = f"{plan.measured_steps_per_s:,.1f}" if plan.measured_steps_per_s else "—"
+    predicted = f"{plan.predicted_steps_per_s:,.1f}" if plan.predicted_steps_per_s is not None else "—"
+    return f"{said}; training: measured {measured} steps/s, predicted {predicted}"
 
 
 def _one_line(error: BaseException | None) -> str:
