@@ -37,6 +37,8 @@ def plan_headline(plan: "Plan") -> str:
     """The answer in one line: the plan against yours, measured, then as predicted."""
     if not plan.proposed_changes:
         return "nothing to change: your pipeline is returned unchanged"
+    if plan.right_sizing is not None and plan.steps_comparison is not None:
+        return plan.verdict  # right-sized to the model: training steps/s measured alike decide
     predicted = predicted_speedup(plan)
     then = f"; predicted {predicted:.1f}×" if predicted is not None else ""
     speedup = plan.speedup
