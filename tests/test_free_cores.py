@@ -41,23 +41,36 @@ def cpu_bound() -> tf.data.Dataset:
             .batch(8))
 
 
+def cores_taken(process: psutil.Process, run) -> tuple[object, float]:
+    """``run()``'s result and the cores ``process`` kept busy meanwhile, from its own CPU clock
+    (the truth: read from the neighbour itself, not from the machine-wide counters plumbkit reads)."""
+    before, began = sum(process.cpu_times()[:2]), time.perf_counter()
+    result = run()
+    return result, (sum(process.cpu_times()[:2]) - before) / (time.perf_counter() - began)
+
+
 @pytest.fixture(scope="module")
 def traced_beside_a_neighbour():
+    """The trace, and the cores the neighbour took while it ran: one core with autogroups on (a
+    session of its own), a thread's share beside this pipeline's threads without them."""
     neighbour = spinning_neighbour()
     try:
-        return trace(cpu_bound(), seconds=2.5, min_seconds=2.5, calibrate=False)
+        time.sleep(0.2)  # the interpreter up and spinning
+        return cores_taken(psutil.Process(neighbour.pid),
+                           lambda: trace(cpu_bound(), seconds=2.5, min_seconds=2.5, calibrate=False))
     finally:
         neighbour.kill()
         neighbour.wait()
 
 
 def test_a_spinning_neighbour_is_measured_and_the_cpu_limit_counts_the_cores_left(traced_beside_a_neighbour):
-    t = traced_beside_a_neighbour
+    t, truth = traced_beside_a_neighbour
     others = t.analysis.neighbour_cores
-    assert others is not None and others >= 0.6, f"the neighbour spun one core; read {others}"
+    assert truth >= 0.3, f"the neighbour took {truth:.2f} cores: nothing planted"
+    assert others is not None and abs(others - truth) <= 0.2, f"the neighbour took {truth:.2f} cores; read {others}"
     ev = evidence_from_trace(t, cores=2)
     assert ev.neighbours == pytest.approx(others)
-    assert ev.free_cores == pytest.approx(2 - others) and ev.free_cores <= 1.4
+    assert ev.free_cores == pytest.approx(2 - others)
     pred = predict(ev, layout_as_traced(ev))
     assert ev.cpu_limit_name == f"CPU ({ev.free_cores:.1f} of 2 cores free)"
     cpu_limit = pred.limits[ev.cpu_limit_name]
@@ -68,12 +81,12 @@ def test_a_spinning_neighbour_is_measured_and_the_cpu_limit_counts_the_cores_lef
     # traces at load 5-8, 35% in one of three on a quiet machine), not a timed unit test's.
     measured = t.throughput
     assumed_whole = 2 / pred.cpu_per_batch  # negative control: the cores assumed, not measured
-    assert assumed_whole > 1.3 * measured, (assumed_whole, measured)
+    assert assumed_whole > 1.1 * measured, (assumed_whole, measured)
     assert abs(cpu_limit - measured) < abs(assumed_whole - measured), (cpu_limit, assumed_whole, measured)
 
 
 def test_the_trace_text_says_the_cores_other_processes_took(traced_beside_a_neighbour):
-    t = traced_beside_a_neighbour
+    t, _ = traced_beside_a_neighbour
     assert f"other processes kept {t.analysis.neighbour_cores:.1f} of 2 cores busy during the trace" in text_report(t)
 
 
