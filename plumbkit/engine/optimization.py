@@ -183,7 +183,7 @@ class Plan:
             trains = self.steps_comparison.speedup(PLUMBKIT, YOURS)
             said = trains.verdict if trains is not None else "not measured alike"
             kept = "it is returned" if self.applied else "your pipeline is returned unchanged"
-            return f"plumbkit's plan, right-sized to the model's demand, trains {said} against yours: {kept}"
+            return f"plumbkit's plan, right-sized to the model's demand, against yours in training steps/s: {said}; {kept}"
         if self.speedup is None:
             return "not measured alike: your pipeline is returned unchanged"
         if self.applied:

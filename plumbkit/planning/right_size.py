@@ -4,10 +4,11 @@ Where the model, not the pipeline, bounds training, the fastest pipeline buys no
 and its cache hold cores and memory the model (on a CPU-only machine) or the user's other work
 could use. The plan's prefetches stay: they overlap input with the step, for a few minibatches
 of memory. Given the fastest plan's changes and the model's demand measured before the fact, this
-finds the fewest pipeline threads, and no cache the demand does not need, whose
-predicted training step rate (:func:`~plumbkit.planning.predict.predict_training`, the model's CPU
-charged beside the pipeline's) stays within :data:`WITHIN` of the model's rate on ideal input, with
-:data:`HEADROOM` to spare for the prediction's own error; and says what that frees. Where the
+finds the fewest pipeline threads, and no cache the demand does not need, that the pipeline alone is
+predicted to run :data:`HEADROOM` faster than the model's rate on ideal input (room for the
+prediction's own error), while the training step rate predicted beside it
+(:func:`~plumbkit.planning.predict.predict_training`, the model's CPU charged beside the pipeline's)
+stays within :data:`WITHIN` of that rate; and says what that frees. Where the
 pipeline binds, nothing is right-sized: the plan maximizes as before.
 
 Greedy, not exhaustive: each step gives one more thread to the operator whose extra thread raises
@@ -23,7 +24,7 @@ from typing import Iterable
 
 from ..model.demand import ModelDemand
 from ..model.plan import Change
-from .predict import TRAINING_STEP, Evidence, Layout, Prediction, free_in_steady_state, layout_with, predict_training
+from .predict import Evidence, Layout, Prediction, free_in_steady_state, layout_with, predict, predict_training
 
 #: The step rate a right-sized plan may lose against the model on ideal input: the issue's
 #: definition of "keeps up with the model" (5%), not a measurement.
@@ -65,11 +66,11 @@ class RightSizing:
                 + "; ".join(gave or ["nothing"]))
 
 
-def pipeline_limit(p: Prediction) -> float:
-    """The training prediction without the model's own cap: what the pipeline (and the cores it
-    shares with the model) could feed."""
-    rest = [v for k, v in p.limits.items() if k != TRAINING_STEP]
-    return min(rest) if rest else p.throughput
+def pipeline_limit(ev: Evidence, layout: Layout) -> float:
+    """What ``layout`` could feed with no model beside it (:func:`predict`): the figure that must
+    clear the model's rate with headroom. The cores the two share are the training prediction's
+    to weigh (:func:`predict_training`), and no thread count changes them."""
+    return predict(ev, layout).throughput
 
 
 def _tunable(ev: Evidence, layout: Layout) -> list[str]:
@@ -103,8 +104,7 @@ def _layout_at(layout: Layout, threads: dict[str, int]) -> Layout:
     return replace(layout, threads={n: k for n, k in at.items() if threads.get(n, k)})
 
 
-def _fewest_threads(ev: Evidence, changes: list[Change], step: ModelDemand, goal: float
-                    ) -> tuple[dict[str, int], Prediction] | None:
+def _fewest_threads(ev: Evidence, changes: list[Change], goal: float) -> dict[str, int] | None:
     """The fewest threads (greedy, from each operator as the user wrote it or one thread) at
     which ``changes``' layout is predicted to feed ``goal``."""
     layout = layout_with(ev, changes)
@@ -112,21 +112,22 @@ def _fewest_threads(ev: Evidence, changes: list[Change], step: ModelDemand, goal
     caps = dict(layout.threads)
     threads = {n: _as_written(ev, n) for n in names}
 
-    def predicted(t: dict[str, int]) -> Prediction:
-        return predict_training(ev, _layout_at(layout, t), step)
+    def fed(t: dict[str, int]) -> float:
+        return pipeline_limit(ev, _layout_at(layout, t))
 
-    now = predicted(threads)
-    while pipeline_limit(now) < goal:
+    now = fed(threads)
+    while now < goal:
         grow = [n for n in names if threads[n] < caps[n]]
         if not grow:
             return None
-        tried = {n: predicted({**threads, n: threads[n] + 1}) for n in grow}
-        best = max(grow, key=lambda n: pipeline_limit(tried[n]))
-        if pipeline_limit(tried[best]) <= pipeline_limit(now):  # a plateau: the op whose own limit is lowest
-            best = min(grow, key=lambda n: _own_limit(ev, n, threads[n], now))
+        tried = {n: fed({**threads, n: threads[n] + 1}) for n in grow}
+        best = max(grow, key=tried.get)
+        if tried[best] <= now:  # a plateau: the operator whose own thread limit is lowest
+            at = predict(ev, _layout_at(layout, threads))
+            best = min(grow, key=lambda n: _own_limit(ev, n, threads[n], at))
         threads[best] += 1
         now = tried[best]
-    return threads, now
+    return threads
 
 
 def _own_limit(ev: Evidence, name: str, k: int, p: Prediction) -> float:
@@ -147,27 +148,25 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
     if step.ideal_steps_per_s <= 0:
         return None
     fastest = predict_training(ev, layout_with(ev, changes), step)
-    goal = step.ideal_steps_per_s * (1 + headroom)
-    if pipeline_limit(fastest) < goal or fastest.throughput < (1 - within) * step.ideal_steps_per_s:
+    goal, keeps_up = step.ideal_steps_per_s * (1 + headroom), (1 - within) * step.ideal_steps_per_s
+    if pipeline_limit(ev, layout_with(ev, changes)) < goal or fastest.throughput < keeps_up:
         return None
     why = (f"right-sized to the model's demand ({step.ideal_steps_per_s:,.1f} steps/s on ideal input): "
            f"the fewest threads predicted to feed it with {100 * headroom:.0f}% to spare")
     caches = [c for c in changes if c.what == "cache"]  # a disk tier stays: it was asked for
     for dropped in ([caches] if caches else []) + [[]]:  # without the plan's cache first: its memory given back
         tried = _without(changes, dropped)
-        found = _fewest_threads(ev, tried, step, goal)
-        if found is None:
+        threads = _fewest_threads(ev, tried, goal)
+        if threads is None:
             continue
-        sized = _with_threads(ev, tried, found[0], why)
+        sized = _with_threads(ev, tried, threads, why)
         prediction = predict_training(ev, layout_with(ev, sized), step)  # the layout that ships, as written
-        if pipeline_limit(prediction) < goal:
+        if pipeline_limit(ev, layout_with(ev, sized)) < goal or prediction.throughput < keeps_up:
             continue
         result = RightSizing(sized, prediction, fastest, threads=_count(ev, sized),
                              fastest_threads=_count(ev, changes), demand=step.ideal_steps_per_s,
                              dropped_cache=dropped[0].where if dropped else None)
-        if result.freed_threads or result.dropped_cache:
-            return result
-        return None
+        return result if result.freed_threads or result.dropped_cache else None
     return None
 
 
