@@ -304,12 +304,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
     user = pipeline_of(ds)
-    progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
-    window = min(0.5, protocol.window)  # the ceiling's windows no longer than the comparison's (FULL: 0.5 s)
-    runtime = RuntimeCosts(consumer=consumer_ceiling(ds, window=window),
-                           consumer_plain=consumer_ceiling(ds, window=window, prefetched=False),
-                           handoff=handoff_cost(), cache_read=cache_read_cost(),
-                           restarts=measure_restarts(ds, original))  # a short epoch repeated
+    runtime = _runtime_costs(ds, original, protocol, progress)
     disk = disk_bound(original, parallelism=int(cores))
     demand = None  # the model's demand, measured before planning: where the model binds, the plan is right-sized
     if model is not None or step is not None:
@@ -339,8 +334,6 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
     contenders = _contenders(ds, build_yours, planned, cores=cores, compare=compare)
-    if not changes:
-        planned.notes.append("plumbkit has nothing to change: your pipeline already is what it would build")
     comparison = measure_alike(contenders, protocol, before_each=before_each, should_stop=should_stop,
                                first_epoch=first_epoch,  # the plan's cache cannot fill in time: like with like
                                settle=[(PLUMBKIT, YOURS)] if changes else [],  # extra rounds only decide what ships
@@ -349,16 +342,33 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
                       runtime=runtime, disk=disk)
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
-    plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=first_epoch)
-    plan.options = priced_options(ev, changes, planned.decisions.options, prediction)
-    plan.tier = _tier_of(ev, changes, planned.decisions.tier)
-    if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
-        plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
+    _predicted_figures(plan, ev, user, planned, cores)
     plan.right_sizing = sizing
     _in_the_loop(plan, ds, contenders, protocol, ev, model=model, step=step, should_stop=should_stop,
                  progress=progress, demand=demand, build_yours=build_yours)
     progress("done", 1.0)
     return plan
+
+
+def _predicted_figures(plan: Plan, ev: Evidence, user: Any, planned: _Planned, cores: float) -> None:
+    """Every configuration's own prediction, the options priced, the disk tier's predictions: all
+    from the evidence the plan's own prediction is made from."""
+    changes = planned.changes
+    plan.predictions = _predictions(ev, user, changes, cores, plan.compared_prediction, filling=plan.first_epoch)
+    plan.options = priced_options(ev, changes, planned.decisions.options, plan.prediction)
+    plan.tier = _tier_of(ev, changes, planned.decisions.tier)
+    if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
+        plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
+
+
+def _runtime_costs(ds: "tf.data.Dataset", original: Trace, protocol: Protocol, progress: Progress) -> RuntimeCosts:
+    """What tf.data and the consumer cost besides your operators, measured before planning."""
+    progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
+    window = min(0.5, protocol.window)  # the ceiling's windows no longer than the comparison's (FULL: 0.5 s)
+    return RuntimeCosts(consumer=consumer_ceiling(ds, window=window),
+                        consumer_plain=consumer_ceiling(ds, window=window, prefetched=False),
+                        handoff=handoff_cost(), cache_read=cache_read_cost(),
+                        restarts=measure_restarts(ds, original))  # a short epoch repeated
 
 
 def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol,
@@ -522,6 +532,8 @@ def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset
                disk: float | None) -> Plan:
     """The plan the comparison says to hand back: the rewrite when measurably faster, else yours."""
     changes, notes, decisions = planned.changes, list(planned.notes), planned.decisions
+    if not changes:
+        notes.insert(0, "plumbkit has nothing to change: your pipeline already is what it would build")
     speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
     applied = speedup is not None and speedup.faster and comparison.complete
     for name, result in comparison.results.items():
