@@ -5,6 +5,7 @@ the OS while the pipelines run. ~20 s.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import threading
 
@@ -15,9 +16,16 @@ import tensorflow as tf
 
 import plumbkit
 from plumbkit.model.plan import Change
+from plumbkit.model.protocol import QUICK
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.memory_guard import GUARD_MARKER
 from plumbkit.tfdata.rebuild import apply_changes
+
+from conftest import BRIEF
+
+#: What the plan holds, not its speed: a brief comparison, with the default's time for the
+#: guarded fill (2 x fill_limit), so the guard meets the same pipeline it met under QUICK.
+GUARDED = dataclasses.replace(BRIEF, fill_limit=QUICK.fill_limit)
 
 MB = 10**6
 
@@ -117,7 +125,7 @@ def test_a_plan_whose_cache_is_larger_than_estimated_stays_within_its_budget():
     gc.collect()
     base = process.memory_info().rss
     with PeakRss() as rss:  # the trace, the guarded fill and the measured runs
-        plan = plumbkit.optimize(slow_then_big, seconds=1.5, compare=False, memory_budget=budget)
+        plan = plumbkit.optimize(slow_then_big, seconds=1.5, compare=False, memory_budget=budget, protocol=GUARDED)
     assert rss.peak - base < budget + 150 * MB
     got, growth, error = sizes_and_growth(plan.dataset)
     if plan.cache.node is None:  # the optimizer filled the cache, the guard stopped it: no cache

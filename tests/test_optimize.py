@@ -1,6 +1,7 @@
 """The optimizer on planted pipelines: LP allocation, prediction vs measurement, cache rules,
 baselines, stepping. Real TensorFlow, measured in this process."""
 
+import dataclasses
 import math
 import statistics
 
@@ -20,8 +21,12 @@ from plumbkit.tunables import PREFETCH_LOSS
 #: A short protocol for tests: 3 interleaved rounds of 0.3 s windows.
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20)
 
-from conftest import (cpu_seconds_per_element, heavy, interleaved_throughput, measured_against_the_clock, medium,
-                      with_neighbour_cores)
+from conftest import (BRIEF, cpu_seconds_per_element, heavy, interleaved_throughput, measured_against_the_clock,
+                      medium, with_neighbour_cores)
+
+#: For tests of what a plan yields and holds, not its speed: two rounds of 0.1 s windows, with
+#: TEST_PROTOCOL's time for the cache's fill (the plan's cache is decided and filled as under it).
+YIELDS_PROTOCOL = dataclasses.replace(BRIEF, fill_limit=TEST_PROTOCOL.fill_limit)
 
 
 def planted(extra=None):
@@ -44,20 +49,40 @@ def allocation_follows(ratio: float, truths: list[float], tolerance: float = 0.2
     return 1 / (1 + tolerance) <= ratio / truth <= 1 + tolerance
 
 
-def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster():
+def two_maps() -> tf.data.Dataset:
+    """Two planted maps written sequentially, ``heavier`` 3.2-3.8x ``medium``'s CPU."""
+    return tf.data.Dataset.range(10**9).map(heavier).map(medium).batch(16).with_options(sequential_options())
+
+
+def heavier_over_medium() -> float:
+    """The truth: each map's CPU alone, in the form the plan runs it (two calls in flight)."""
+    cost = {fn: cpu_seconds_per_element(fn, sequential_options(), parallel_calls=2) for fn in (heavier, medium)}
+    return cost[heavier] / cost[medium]
+
+
+@pytest.fixture(scope="module")
+def _two_map_plans() -> dict:
+    return {}
+
+
+@pytest.fixture
+def two_map_plan(request, _two_map_plans) -> tuple:
+    """One optimize of :func:`two_maps` read by several tests (~15 s each time), with the truth
+    measured just before and just after it (it drifts: 3.2-3.8 over four measurements). A rerun
+    (``measured_against_the_clock``) optimizes afresh, so its figures are measured again."""
+    if getattr(request.node, "execution_count", 1) > 1 or not _two_map_plans:
+        truths = [heavier_over_medium()]
+        plan = plumbkit.optimize(two_maps, seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
+        truths.append(heavier_over_medium())
+        _two_map_plans.update(plan=plan, truths=truths)
+    return _two_map_plans["plan"], _two_map_plans["truths"]
+
+
+def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster(two_map_plan):
     """The truth is each map's CPU alone, in the form the plan runs it (two calls in flight),
     measured before and after the plan (3.2-3.8 over four measurements); an equal split of the
     cores, the wrong answer, fails the same check."""
-    def truth() -> float:
-        cost = {fn: cpu_seconds_per_element(fn, sequential_options(), parallel_calls=2) for fn in (heavier, medium)}
-        return cost[heavier] / cost[medium]
-
-    def make():
-        return tf.data.Dataset.range(10**9).map(heavier).map(medium).batch(16).with_options(sequential_options())
-
-    truths = [truth()]
-    plan = plumbkit.optimize(make, seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
-    truths.append(truth())
+    plan, truths = two_map_plan
     # the LP on the user's pipeline gives cores in proportion to cost
     theta = decide(plan.trace, memory_budget=0).theta_by_label
     ratio = theta["map(heavier)"] / theta["map(medium)"]
@@ -83,17 +108,18 @@ def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster():
 
 
 @measured_against_the_clock
-def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measurement():
+def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measurement(two_map_plan):
     """Written sequentially, both maps are calibrated also with calls in flight and priced so in
-    the plan that parallelizes them: their CPU per element falls with concurrency (the same work
-    cost 10.0 ms per minibatch run sequentially, 8.0-8.5 with parallel maps, timed apart), and
-    priced at the sequential figure the prediction was 26-35% low, run after run."""
-    plan = plumbkit.optimize(planted(), seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
+    the plan that parallelizes them: their CPU per element falls with concurrency (on ``planted()``
+    the same work cost 10.0 ms per minibatch run sequentially, 8.0-8.5 with parallel maps, timed
+    apart), and priced at the sequential figure the prediction was 26-35% low, run after run.
+    Read from the LP test's plan (the same settings: one optimize instead of two)."""
+    plan, _ = two_map_plan
     # its CPU per minibatch is what the plan then used (process CPU: a busy neighbour stretches
     # wall time, not this)
     measured = plan.comparison["plumbkit"]
-    heavy_op = plan.trace.op("map(heavy)")
-    assert heavy_op.parallel_calls == plan.trace.analysis.cores and "(p)" in str(plan.trace)  # shown, labelled
+    heavier_op = plan.trace.op("map(heavier)")
+    assert heavier_op.parallel_calls == plan.trace.analysis.cores and "(p)" in str(plan.trace)  # shown, labelled
     assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
     if (measured.neighbour_cores or 0) >= 0.2:  # throughput needs the cores: beside busy neighbours, say so
         pytest.skip(f"throughput not checked: measured beside {measured.neighbour_cores:.1f} busy neighbour "
@@ -129,15 +155,15 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
     assert plan.prediction_error <= 0.25, str(plan)
 
 
-def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind():
+def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind(two_map_plan):
     """A parallel batch costs more than the hand-off the model charges it (measured on two bench
     plans: speech 1,144-1,233 minibatches/s with it, 1,379-1,414 without), so the hedge's two
     threads are not given to a cheap batch; a batch that copies megabytes per element keeps them,
     because run sequentially its thread would bind (measured on the one below: 67-68
-    minibatches/s sequential, 100-104 with three threads)."""
-    cheap = decide(plumbkit.trace(planted(), seconds=2, converge=False), memory_budget=0)
+    minibatches/s sequential, 100-104 with three threads). The cheap batch is the LP test's."""
+    cheap = decide(two_map_plan[0].trace, memory_budget=0)
     assert not any(c.what == "parallelism" and c.where == "batch(16)" for c in cheap.changes), cheap.changes
-    assert {c.where for c in cheap.changes if c.what == "parallelism"} == {"map(heavy)", "map(medium)"}
+    assert {c.where for c in cheap.changes if c.what == "parallelism"} == {"map(heavier)", "map(medium)"}
     assert any(n.startswith("batch(16) keeps the form you wrote") for n in cheap.notes), cheap.notes
 
     copies = tf.data.Dataset.from_tensors(tf.zeros([256, 1024])).repeat().batch(32).with_options(sequential_options())
@@ -182,8 +208,8 @@ def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_wa
         return (tf.data.Dataset.range(3000).map(decode).map(lambda img: (img, expensive(tf.reduce_sum(tf.cast(img, tf.int32)))))
                 .batch(10))
 
-    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=TEST_PROTOCOL,
-                             rounds=2)
+    plan = plumbkit.optimize(make, seconds=2, memory_budget=50 * 2**20, compare=False, protocol=YIELDS_PROTOCOL,
+                             rounds=2)  # what the plan yields and holds, not its speed: a brief comparison
     # a second round traces the rewritten pipeline and lets its LP move threads; the plan still
     # shows one predicted figure, the final layout's, beside the limit that binds it
     assert plan.final_trace is not None
@@ -228,12 +254,15 @@ def test_baselines_are_what_they_say():
 
 def test_step_gives_the_bottleneck_one_more_thread():
     """The gain is measured again with the two pipelines interleaved (medians of three rounds):
-    the step's own figures, measured a few seconds apart, differ by the machine's drift too."""
-    s = plumbkit.step(planted(), seconds=2)
+    the step's own figures, measured a few seconds apart, differ by the machine's drift too.
+    The choice is made on calibrated costs (heavy has twice medium's matmul units), so 1 s traces
+    do, as in the walks; 1 s windows, three rounds interleaved, for a gain checked at 1.2x."""
+    s = plumbkit.step(planted(), seconds=1)
     assert s.operator == "map(heavy)" and s.parallelism == 2
     assert pipeline_of(s.dataset).by_label("map(heavy)").parallelism == 2
     measured, neighbour = with_neighbour_cores(lambda: interleaved_throughput({"before": planted,
-                                                                               "after": lambda: s.dataset}))
+                                                                               "after": lambda: s.dataset},
+                                                                              seconds=1.0))
     if neighbour is not None and neighbour >= 0.2:  # the second thread needs a second core
         pytest.skip(f"gain not checked: measured beside {neighbour:.1f} busy neighbour cores ({measured})")
     assert measured["after"] > 1.2 * measured["before"], measured
@@ -268,7 +297,7 @@ def test_users_cache_and_prefetch_are_kept_and_nothing_is_claimed():
         ds = tf.data.Dataset.range(2000).map(medium, num_parallel_calls=tf.data.AUTOTUNE)
         return ds.batch(16).cache().prefetch(10)
 
-    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
+    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=YIELDS_PROTOCOL)  # nothing to measure faster
     assert not any(c.what == "remove" for c in plan.proposed_changes)
     assert "cache" in {o.kind for o in pipeline_of(plan.dataset)}
     assert not plan.applied and plan.changes == [] and plan.speedup is None
@@ -293,7 +322,7 @@ def test_cache_above_a_seeded_shuffle_is_kept_and_epoch_order_unchanged():
 
     yours = epochs(make())
     assert yours[0] == yours[1] == yours[2] and sorted(yours[0]) != yours[0]
-    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=TEST_PROTOCOL)
+    plan = plumbkit.optimize(make, seconds=2, compare=False, protocol=YIELDS_PROTOCOL)  # what it yields, not its speed
     assert plan.proposed_changes and not any(c.what == "remove" for c in plan.proposed_changes)
     assert plan.cache.label == "batch(8)", plan.cache  # above the user's cache: frozen, so cacheable
     candidate = apply_changes(make(), plan.proposed_changes)
