@@ -2,8 +2,9 @@
 
 One cluster serves the whole module (started once, stopped by its finalizer even when a test
 fails); measurements run in plumbkit's measuring client, pinned to core 0 when there are two,
-so a stuck job can never hang the test process. Tests run in file order: the worker-loss test
-is last. Cost on 2 cores: ~15 s start-up, ~60-90 s in all.
+so a stuck job can never hang the test process. Tests run in file order: the offload plans
+first, on the cluster's one worker (no worker to retire and wait out), then the tests that add
+a second worker; the worker-loss test is last. Cost on 2 cores: ~15 s start-up, ~60-90 s in all.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ CLIENT = usable_cores()[:1] if len(usable_cores()) > 1 else None
 @pytest.fixture(scope="module")
 def cluster(request):
     c = ServiceCluster(1, client_cores=CLIENT, worker_timeout_ms=1000)
-    request.addfinalizer(c.stop)
+    # SIGKILL after 1 s, not 5: the servers' own stop outlasts the default wait (the test's
+    # teardown took 5.1 s), and no test checks this finalizer (the CLI test checks a clean stop).
+    request.addfinalizer(lambda: c.stop(timeout=1.0))
     return c.start()
 
 
@@ -94,39 +97,17 @@ def test_measuring_uses_its_own_job_names():
     assert users.startswith("plumbkit-") and users not in names
 
 
-def test_dynamic_sharding_two_workers_each_element_once(cluster):
-    cluster.add_worker()
-    assert len(cluster.live_workers) == 2
-    ds = tf.data.Dataset.range(1000).map(lambda x: x + 1).batch(10)
-    got = served(cluster, ds, "map(lambda)", "DYNAMIC")
-    values = sorted(v for batch in got for v in batch.tolist())
-    assert values == list(range(1, 1001))
-
-
-def test_python_functions_stay_on_the_client(cluster):
-    def make():
-        ds = tf.data.Dataset.range(48).map(lambda x: x * 2)
-        ds = ds.map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64))
-        return ds.batch(8)
-    ds = make()
-    pipe, python = pipeline_of(ds), python_nodes(graph_of(ds))
-    assert list(python.values()) == ["EagerPyFunc"]
-    bad = invalid_cuts(pipe, python)
-    assert set(bad) == {"batch(8)", "map(lambda)#2"}
-    here = InProcessClient(cluster=cluster)  # the Python function only exists in this process
-    got = served(cluster, ds, "map(lambda)", "DYNAMIC", client=here)
-    assert sorted(v for b in got for v in b.tolist()) == [2 * i + 1 for i in range(48)]
-    with pytest.raises(plumbkit.PipelineError, match=r"Could not find callback with key=pyfunc_\d+"):
-        served(cluster, ds, "batch(8)", "OFF", client=here)  # what the cut rule prevents
-
-
 @pytest.fixture(scope="module")
 def heavy_plan(cluster):
     if not (can_pin() and CLIENT):
         pytest.skip("needs two cores to pin the client and a worker apart")
-    for worker in cluster.live_workers[1:]:  # one worker on core 1, the client alone on core 0
+    # One worker on core 1, the client alone on core 0: in file order the cluster has one
+    # worker still (the tests that add a second come after this fixture's tests).
+    extra = cluster.live_workers[1:]
+    for worker in extra:
         cluster.retire_worker(worker.index)
-    time.sleep(1.5)  # the dispatcher forgets them (worker_timeout_ms=1000)
+    if extra:
+        time.sleep(1.5)  # the dispatcher forgets them (worker_timeout_ms=1000)
     # More per-batch work than the bench's (900 units) keeps the client's half of the split
     # clearly lighter than the local whole: with the default, one run on this VM measured the
     # served pipeline 127.5/s against 132.4 local (the worker's core slow that minute), and
@@ -211,6 +192,32 @@ def test_cpu_heavy_offload_measured_speedup_within_25_percent_of_the_prediction(
     assert abs(measured / predicted - 1) <= 0.25, (measured, predicted, str(plan))
     # The costs behind it: what each side spent per minibatch in the served runs.
     assert abs(plan.predicted_cpu_speedup / predicted - 1) <= 0.25, (plan.predicted_cpu_speedup, predicted, str(plan))
+
+
+def test_dynamic_sharding_two_workers_each_element_once(cluster):
+    cluster.add_worker()
+    assert len(cluster.live_workers) == 2
+    ds = tf.data.Dataset.range(1000).map(lambda x: x + 1).batch(10)
+    got = served(cluster, ds, "map(lambda)", "DYNAMIC")
+    values = sorted(v for batch in got for v in batch.tolist())
+    assert values == list(range(1, 1001))
+
+
+def test_python_functions_stay_on_the_client(cluster):
+    def make():
+        ds = tf.data.Dataset.range(48).map(lambda x: x * 2)
+        ds = ds.map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64))
+        return ds.batch(8)
+    ds = make()
+    pipe, python = pipeline_of(ds), python_nodes(graph_of(ds))
+    assert list(python.values()) == ["EagerPyFunc"]
+    bad = invalid_cuts(pipe, python)
+    assert set(bad) == {"batch(8)", "map(lambda)#2"}
+    here = InProcessClient(cluster=cluster)  # the Python function only exists in this process
+    got = served(cluster, ds, "map(lambda)", "DYNAMIC", client=here)
+    assert sorted(v for b in got for v in b.tolist()) == [2 * i + 1 for i in range(48)]
+    with pytest.raises(plumbkit.PipelineError, match=r"Could not find callback with key=pyfunc_\d+"):
+        served(cluster, ds, "batch(8)", "OFF", client=here)  # what the cut rule prevents
 
 
 def test_a_lost_worker_is_named_and_never_hangs(cluster):
