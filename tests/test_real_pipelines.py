@@ -5,7 +5,7 @@ classification shape, ending in ``.cache().prefetch(10)``), a shuffle under the 
 
 Each is traced, stepped and optimized — nothing refused — and what plumbkit hands back yields
 the same elements: in the same order when the pipeline is deterministic, the same multiset per
-epoch when it shuffles. Short traces (1 s); ~60 s in all on 2 cores.
+epoch when it shuffles. Short traces (0.5 s: what is checked is what they yield, not a rate).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def assert_same_elements(mine: tf.data.Dataset, theirs: tf.data.Dataset, determi
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_traced_stepped_and_optimized_with_the_same_elements(name):
     make, deterministic = PIPELINES[name]
-    step = plumbkit.step(make, seconds=1.0)
+    step = plumbkit.step(make, seconds=0.5)
     trace = step.before  # the public trace, as plumbkit.trace makes it
     assert trace.throughput > 0 and not trace.pipeline.problems
     assert not any("cannot" in n and "rebuil" in n for n in trace.notes)
@@ -154,7 +154,7 @@ def test_traced_stepped_and_optimized_with_the_same_elements(name):
         idle = [o for o in step.before.ops if "not running" in o.note]
         assert idle and all(o.kind != "map" or "not running" in o.note for o in step.before.ops)
     assert_same_elements(step.dataset, make(), deterministic)
-    plan = plumbkit.optimize(make, seconds=1.0, compare=False, protocol=BRIEF)
+    plan = plumbkit.optimize(make, seconds=0.5, compare=False, protocol=BRIEF)
     assert plan.measured_throughput > 0
     assert_same_elements(plan.dataset, make(), deterministic)
     # what the plan proposed, applied whether or not it measured faster here
