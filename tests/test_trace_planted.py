@@ -11,9 +11,9 @@ import tensorflow as tf
 
 import plumbkit
 from plumbkit.bench.examples import planted_work
-from plumbkit.tfdata.options import single_thread_ops_options
+from plumbkit.tfdata.options import sequential_options, single_thread_ops_options
 
-from conftest import cpu_seconds_per_element, heavy, isolated_seconds_per_element, measured_against_the_clock, medium
+from conftest import cpu_meter, heavy, measured_against_the_clock, medium
 
 BATCH = 16
 
@@ -27,6 +27,16 @@ def planted_pipeline():
             .with_options(single_thread_ops_options()))
 
 
+@pytest.fixture(scope="module")
+def planted_truth():
+    """CPU seconds per element of heavy and medium alone in the planted pipeline's execution mode
+    (medium fused with its batch), a fresh reading on each call: the harness is built once for
+    the tests that take the truth around their traces."""
+    meters = {"map(heavy)": cpu_meter(heavy, single_thread_ops_options(), parallel_calls=1),
+              "map(medium)": cpu_meter(medium, single_thread_ops_options(), parallel_calls=2, batched=BATCH)}
+    return lambda: {label: meter() for label, meter in meters.items()}
+
+
 def rates_match(estimated: dict[str, list[float]], truth: dict[str, list[float]], tolerance: float = 0.25) -> bool:
     """Each operator's estimated minibatches/s per core over its true one (``truth``: CPU
     seconds per element alone), round by round, has a median within ``tolerance`` of 1."""
@@ -35,7 +45,7 @@ def rates_match(estimated: dict[str, list[float]], truth: dict[str, list[float]]
 
 
 @measured_against_the_clock
-def test_rates_match_isolated_ground_truth_and_bottleneck_is_named():
+def test_rates_match_isolated_ground_truth_and_bottleneck_is_named(planted_truth):
     """The truth in the pipeline's own execution mode: the same options and parallel calls (run
     sequentially instead, the same function costs measurably less CPU per element), measured
     before each trace, so seconds from the estimate: one rerun where the machine's speed moved
@@ -44,10 +54,9 @@ def test_rates_match_isolated_ground_truth_and_bottleneck_is_named():
     estimated: dict[str, list[float]] = {"map(heavy)": [], "map(medium)": []}
     truth: dict[str, list[float]] = {"map(heavy)": [], "map(medium)": []}
     for _ in range(3):
-        truth["map(heavy)"].append(cpu_seconds_per_element(heavy, single_thread_ops_options(), parallel_calls=1))
-        truth["map(medium)"].append(cpu_seconds_per_element(medium, single_thread_ops_options(), parallel_calls=2,
-                                                            batched=BATCH))
-        trace = plumbkit.trace(planted_pipeline(), seconds=4, converge=False)
+        for label, true in planted_truth().items():
+            truth[label].append(true)
+        trace = plumbkit.trace(planted_pipeline(), seconds=3, converge=False)
         assert trace.bottleneck is not None and trace.bottleneck.label == "map(heavy)", str(trace)
         for label in estimated:
             op = trace.op(label)
@@ -82,14 +91,15 @@ def test_epochs_shorter_than_the_sampling_period_still_count():
     the operator's CPU share must still account for them. Its rate is checked against the truth
     measured before and after the trace, seconds from the estimate: one rerun where the
     machine's speed moved between them."""
-    before = 1.0 / (isolated_seconds_per_element(heavy) * 8)
+    alone = cpu_meter(heavy, sequential_options())  # as isolated_seconds_per_element, built once
+    before = 1.0 / (alone() * 8)
     ds = (tf.data.Dataset.range(48).map(heavy).batch(8).repeat()  # ~20 ms epochs, polled every 250 ms
           .with_options(single_thread_ops_options()))
     trace = plumbkit.trace(ds, seconds=3, converge=False)
     heavy_op = trace.op("map(heavy)")
     assert heavy_op.cpu_share > 0.6, str(trace)
     assert trace.analysis.unattributed_share < 0.4, str(trace)
-    after = 1.0 / (isolated_seconds_per_element(heavy) * 8)  # the truth drifts: 245-320 an hour apart
+    after = 1.0 / (alone() * 8)  # the truth drifts: 245-320 an hour apart
     truth = (before + after) / 2
     assert abs(heavy_op.rate_per_core / truth - 1) <= 0.25, (before, after, str(trace))
 
@@ -101,7 +111,7 @@ def bound_agrees(bound: float, closed_form: float, tolerance: float = 0.25) -> b
 
 
 @measured_against_the_clock
-def test_allocation_bound_is_the_closed_form_on_the_planted_costs_and_uses_the_cores():
+def test_allocation_bound_is_the_closed_form_on_the_planted_costs_and_uses_the_cores(planted_truth):
     """Checked against an independent truth, not the code's own formula: both planted maps are
     parallelizable, so the most one core allows is one over their CPU per minibatch, each map
     measured alone in the pipeline's execution mode by the conftest harness (range and batch
@@ -110,8 +120,8 @@ def test_allocation_bound_is_the_closed_form_on_the_planted_costs_and_uses_the_c
     1.31-1.45x the closed form, as heavy costs 2.0-3.3x medium here) fails the same check. The truth is measured before and
     after the trace, seconds from the estimate: one rerun where the machine's speed moved."""
     def costs() -> tuple[float, float]:
-        return (cpu_seconds_per_element(heavy, single_thread_ops_options(), parallel_calls=1),
-                cpu_seconds_per_element(medium, single_thread_ops_options(), parallel_calls=2, batched=BATCH))
+        truth = planted_truth()
+        return truth["map(heavy)"], truth["map(medium)"]
 
     before = costs()
     trace = plumbkit.trace(planted_pipeline(), seconds=3, converge=False)
@@ -215,14 +225,15 @@ def test_random_functions_are_detected_and_block_caching_above():
 
     base = tf.data.Dataset.from_tensor_slices(tf.zeros([20000, 8, 8, 3]))
     for fn, random in ((flip, True), (fixed_seed, False), (random_seed, True), (scale, False)):
-        trace = plumbkit.trace(base.map(fn).map(scale).batch(8), seconds=1, converge=False)
+        # randomness and cacheability come from the graph and the elements seen: no calibration
+        trace = plumbkit.trace(base.map(fn).map(scale).batch(8), seconds=1, converge=False, calibrate=False)
         op = trace.op(f"map({fn.__name__})")
         assert op.random is random, fn.__name__
         top = trace.op("batch(8)")
         assert top.cacheable is (not random), (fn.__name__, top.cache_note)
         if random:
             assert fn.__name__ in top.cache_note
-    shuffled = plumbkit.trace(base.shuffle(16).map(scale).batch(8), seconds=1, converge=False)
+    shuffled = plumbkit.trace(base.shuffle(16).map(scale).batch(8), seconds=1, converge=False, calibrate=False)
     assert not shuffled.op("batch(8)").cacheable
     assert shuffled.op("from_tensor_slices").cacheable
 
