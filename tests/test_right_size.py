@@ -40,8 +40,10 @@ def _evidence(*, decode: float = 0.0) -> Evidence:
 FASTEST = [Change("parallelism", "map(heavy)", "map", 4, "the LP's threads")]
 
 
-def _model(steps_per_s: float, cpu: float = 0.0) -> ModelDemand:
-    return ModelDemand(ideal_steps_per_s=steps_per_s, steps_per_s=steps_per_s, input_bound=0.0, cpu_per_step=cpu)
+def _model(steps_per_s: float, cpu: float = 0.0, alone: float | None = None) -> ModelDemand:
+    """A model's demand; ``alone``: your pipeline's own throughput as traced (measured)."""
+    return ModelDemand(ideal_steps_per_s=steps_per_s, steps_per_s=steps_per_s, input_bound=0.0, cpu_per_step=cpu,
+                       pipeline_alone=alone)
 
 
 def test_a_model_far_slower_than_the_pipeline_keeps_it_as_written():
@@ -84,15 +86,19 @@ def test_the_models_cpu_is_charged_beside_the_pipelines():
 
 def test_a_cache_the_demand_does_not_need_is_dropped_and_said():
     """A 40 ms decode below the map, cached by the fastest plan. At 10 steps/s the pipeline
-    recomputing both as written (60 ms a minibatch on one thread: 16.7/s) still feeds the 12/s
-    needed, so the cache's memory is given back. At 40 steps/s (48 needed) the sequential decode
-    alone caps it at 25/s: the cache stays, and with nothing else to give back, nothing is trimmed."""
+    recomputing both as written (60 ms a minibatch on one thread: 16.7/s predicted, 16 measured
+    when traced) still feeds the 12/s needed, so the cache's memory is given back. Only on that
+    measurement: where the trace measured yours below the need (8/s), the prediction alone does
+    not drop it. At 40 steps/s (48 needed) the sequential decode alone caps it at 25/s: the cache
+    stays, and with nothing else to give back, nothing is trimmed."""
     ev = _evidence(decode=0.040)
     fastest = [Change("cache", "map(heavy)", "map", None, "fits"), *FASTEST]
-    sized = right_size(ev, fastest, _model(10))
+    sized = right_size(ev, fastest, _model(10, alone=16))
     assert sized is not None and sized.dropped_cache == "map(heavy)"
     assert not [c for c in sized.changes if c.what == "cache"] and "the cache after map(heavy)" in sized.note
-    assert right_size(ev, fastest, _model(40)) is None
+    assert right_size(ev, fastest, _model(10, alone=8)) is None  # measured short: the cache stays
+    assert right_size(ev, fastest, _model(10)) is None  # not measured: likewise
+    assert right_size(ev, fastest, _model(40, alone=16)) is None
 
 
 def _sleep_step(seconds: float):

@@ -28,6 +28,7 @@ from ..engine import baselines, optimize, trace
 from ..engine.compare import Contender, Protocol
 from ..engine.demand import stepping
 from ..engine.optimization import AUTOTUNE_WITH
+from ..planning.predict import ran_parallel
 from ..tfdata.rebuild import apply_changes
 from . import pipelines as bench_pipelines
 from .alike import Log, attempt, error, failed, measured_alike, num, ratio_cell, signed_pct
@@ -95,13 +96,15 @@ def consumed_at(ds: tf.data.Dataset, seconds: float) -> tf.data.Dataset:
 def pipeline_threads(ds: tf.data.Dataset, *, step_seconds: float, seconds: float,
                      idle: frozenset[str] = frozenset()) -> dict:
     """Threads the pipeline's parallel operators ran with (after tf.data's autotuning) while a
-    consumer took the step's time per minibatch: their sum, and per operator; ``idle``: labels of
+    consumer took the step's time per minibatch: their sum, and per operator (an operator in its
+    plain, sequential form runs on the thread of the stage it sits in: none of its own); ``idle``: labels of
     operators below a cache, which run only while it fills (counted apart, not in the sum)."""
     t = trace(consumed_at(ds, step_seconds), seconds=seconds, min_seconds=seconds, converge=False,
               calibrate=False)
     top = t.pipeline.root
-    per = {o.label: o.parallelism for o in t.analysis.ops
-           if o.parallelism and o.name != top and o.kind not in ("prefetch", "cache")}
+    per = {o.label: o.parallelism for o in t.analysis.ops  # a sequential operator runs on its stage's thread
+           if o.parallelism and o.name != top and o.kind not in ("prefetch", "cache")
+           and ran_parallel(o.runtime, t.pipeline[o.name].op)}
     return {"threads": sum(v for k, v in per.items() if k not in idle), "per_operator": per,
             "only_while_filling": sorted(idle & set(per))}
 

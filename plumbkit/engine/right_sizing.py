@@ -13,8 +13,8 @@ import dataclasses
 from typing import Any, Callable
 
 from ..model.demand import ModelDemand
-from ..planning.predict import Evidence
-from ..planning.right_size import RightSizing, right_size
+from ..planning.predict import Evidence, free_in_steady_state, layout_with
+from ..planning.right_size import WITHIN, RightSizing, right_size
 from .compare import Comparison
 
 
@@ -32,25 +32,28 @@ def right_size_planned(planned: Any, ev: Evidence, demand: ModelDemand | None) -
                                             why=f"no cache: the model's demand does not need the one after "
                                                 f"{sizing.dropped_cache}")
         planned.fill = planned.yours_fill
+        free = free_in_steady_state(ev, layout_with(ev, sizing.changes))
+        planned.decisions = dataclasses.replace(planned.decisions, free=[ev.pipeline[n].label for n in free])
     planned.notes.append(sizing.note)
     return sizing
 
 
 def ships_for_training(plan: Any, steps: Comparison, *, yours: str, planned: str,
                        rebuild: Callable[[list], Any]) -> None:
-    """A right-sized plan ships when training with it is not measurably slower than with yours
-    (the model binds, so the pipeline's own throughput is not what the user waits for); a plan
-    measurably slower in training never ships. ``rebuild(changes)`` builds a pipeline."""
+    """A right-sized plan ships when training with it is not measurably slower than with yours and
+    its median loses at most :data:`~plumbkit.planning.right_size.WITHIN` (the model binds, so the
+    pipeline's own throughput is not what the user waits for); otherwise yours comes back. ``rebuild(changes)`` builds a pipeline."""
     if plan.right_sizing is None or not plan.proposed_changes:
         return
     speedup = steps.speedup(planned, yours)
-    slower = speedup is None or not steps.complete or (speedup.measurable and speedup.high < 1.0)
-    if slower:
+    if speedup is None or not steps.complete or (speedup.measurable and speedup.high < 1.0) \
+            or speedup.ratio < 1 - WITHIN:
         if plan.applied:
             plan.dataset, plan.changes, plan.applied = rebuild([]), [], False
         plan.notes.append("the right-sized plan was not kept: training with it was "
                           + ("not measured alike" if speedup is None or not steps.complete
-                             else f"measurably slower than with yours ({speedup.ratio:.2f}×)"))
+                             else f"{speedup.ratio:.2f}× yours (measured alike; it may lose at most "
+                                  f"{100 * WITHIN:.0f}%)"))
         return
     if not plan.applied:
         plan.dataset, plan.changes, plan.applied = rebuild(plan.proposed_changes), plan.proposed_changes, True
