@@ -71,6 +71,12 @@ CONFIGS = ("yours", "naive", "heuristic", "autotune", AUTOTUNE_WITH, "plumbkit")
 #: The speed-up plumbkit reports must agree with an independent timing within this.
 AGREEMENT = 0.15
 
+#: ``--quick`` checks that every section's code runs, not its figures: the skewed pipeline small
+#: (40 minibatches an epoch: each cache fill, and each true size the cache section computes, is
+#: cheap) and BRIEF's short windows, still two interleaved rounds.
+QUICK_ELEMENTS = 320
+QUICK_PROTOCOL = Protocol(rounds=2, window=0.1, max_windows=2, fill_limit=5.0)
+
 
 def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Callable[[str], None],
                memory_budget: float | None = None, before_each: Callable[[str], None] | None = None,
@@ -557,7 +563,7 @@ def held_out_cases(data: str) -> dict[str, Case]:
 
 def tuning_cases(data: str, quick: bool) -> dict[str, Case]:
     if quick:
-        return {"skewed": Case(bench_pipelines.planted_skewed(elements=800),
+        return {"skewed": Case(bench_pipelines.planted_skewed(elements=QUICK_ELEMENTS),
                                "planted maps two orders of magnitude apart, small and cacheable.")}
     big = dict(files=24, per_file=512)
     big_paths = bench_pipelines.image_records(data, **big)
@@ -598,7 +604,7 @@ def run(args: argparse.Namespace) -> int:
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     quick = args.quick
     seconds = args.seconds or (1.0 if quick else 4.0)
-    base = Protocol(rounds=2, window=0.25, max_windows=3, fill_limit=10.0) if quick else FULL
+    base = QUICK_PROTOCOL if quick else FULL
     protocol = Protocol(rounds=args.rounds or base.rounds, window=args.window or base.window,
                         tolerance=base.tolerance, max_windows=base.max_windows, fill_limit=base.fill_limit,
                         extra_rounds=base.extra_rounds)
@@ -626,10 +632,10 @@ def run(args: argparse.Namespace) -> int:
     if "stepping" not in skip:
         for name, make in step_targets(pipelines, quick).items():
             report["stepping"].append(stepping(name, make, steps=2 if quick else 4, starts=1 if quick else 3,
-                                               seconds=0.75 if quick else 3.0, log=log))
+                                               seconds=0.5 if quick else 3.0, log=log))
     if "accuracy" not in skip:
         for name, make in accuracy_targets(pipelines, quick).items():
-            report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 1.0,
+            report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 0.5,
                                                       log=log, rounds=1 if quick else 3))
     if quick:  # the same code paths, on the small pipeline, each once: CI checks they run, not their figures
         finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
