@@ -19,7 +19,8 @@ from .errors import PipelineError
 MODERATELY_INPUT_BOUND = 0.05
 HIGHLY_INPUT_BOUND = 0.20
 #: The pipeline alone gives at least this share of the model's ideal rate, yet the step waits: the
-#: two are slowed by the cores they share, not by what the pipeline can do alone. Judgement: the
+#: two are slowed by the cores they share (the step stretched) or take turns (it is not), not by
+#: what the pipeline can do alone. Judgement: the
 #: comparison protocol calls differences within ~5% "no measurable change".
 SHARED_CORES_MARGIN = 0.95
 #: The step itself (its time less its wait) runs this many times slower beside the pipeline than
@@ -73,13 +74,14 @@ class ModelDemand:
 
     @property
     def bound(self) -> str:
-        """What bounds training: ``"model"``, ``"pipeline"`` or ``"shared cores"`` (the step waits
-        although the pipeline alone would keep up with the model, or it hardly waits but runs
-        :data:`STRETCHED_STEP` times slower beside the pipeline)."""
+        """What bounds training: ``"model"``, ``"pipeline"``, ``"shared cores"`` (the step runs
+        :data:`STRETCHED_STEP` times slower beside the pipeline, waiting or not) or ``"turns"`` (the
+        step waits although the pipeline alone would keep up with the model, and the step itself is
+        not slowed: the two take turns, each minibatch produced while the step does not run)."""
         if self.input_bound < MODERATELY_INPUT_BOUND:
             return "shared cores" if self.step_stretch >= STRETCHED_STEP else "model"
         if self.pipeline_alone and self.pipeline_alone >= SHARED_CORES_MARGIN * self.ideal_steps_per_s:
-            return "shared cores"
+            return "shared cores" if self.step_stretch >= STRETCHED_STEP else "turns"
         return "pipeline"
 
     @property
@@ -97,6 +99,11 @@ class ModelDemand:
                          f"{self.pipeline_alone / self.ideal_steps_per_s:.1f}× what the model takes")
             return f"model-bound: {waits} ({rates}){alone}{stretched}"
         degree = "highly" if self.input_bound >= HIGHLY_INPUT_BOUND else "moderately"
+        if self.bound == "turns":
+            return (f"input-bound by turns: {waits} ({rates}), though your pipeline alone gives "
+                    f"{self.pipeline_alone:,.1f} minibatches/s, {self.pipeline_alone / self.ideal_steps_per_s:.1f}× "
+                    f"what the model takes, and the step is not slowed beside it: each minibatch is made while the "
+                    f"step waits; a prefetch overlaps the two")
         if self.bound == "shared cores" and self.pipeline_alone:
             return (f"input-bound on shared cores: {waits} ({rates}), though your pipeline alone gives "
                     f"{self.pipeline_alone:,.1f} minibatches/s: the model ({self.model_cores:.1f} cores "
