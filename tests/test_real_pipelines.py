@@ -5,7 +5,7 @@ classification shape, ending in ``.cache().prefetch(10)``), a shuffle under the 
 
 Each is traced, stepped and optimized — nothing refused — and what plumbkit hands back yields
 the same elements: in the same order when the pipeline is deterministic, the same multiset per
-epoch when it shuffles. Short traces (0.5 s: what is checked is what they yield, not a rate).
+epoch when it shuffles. Short traces (1 s); ~60 s in all on 2 cores.
 """
 
 from __future__ import annotations
@@ -146,26 +146,23 @@ def assert_same_elements(mine: tf.data.Dataset, theirs: tf.data.Dataset, determi
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_traced_stepped_and_optimized_with_the_same_elements(name):
     make, deterministic = PIPELINES[name]
-    step = plumbkit.step(make, seconds=0.5)
+    step = plumbkit.step(make, seconds=1.0)
     trace = step.before  # the public trace, as plumbkit.trace makes it
     assert trace.throughput > 0 and not trace.pipeline.problems
     assert not any("cannot" in n and "rebuil" in n for n in trace.notes)
+    if name == "py_function tokenizer":  # its Python op named, deterministic, and so no bar to a cache
+        assert any("['tokenize']" in n and "deterministic" in n for n in trace.notes), trace.notes
+        assert trace.op("padded_batch(32)").cacheable
     if step.after is None:  # nothing to step: every tunable operator sits under a filled cache
         idle = [o for o in step.before.ops if "not running" in o.note]
         assert idle and all(o.kind != "map" or "not running" in o.note for o in step.before.ops)
     assert_same_elements(step.dataset, make(), deterministic)
-    plan = plumbkit.optimize(make, seconds=0.5, compare=False, protocol=BRIEF)
+    plan = plumbkit.optimize(make, seconds=1.0, compare=False, protocol=BRIEF)
     assert plan.measured_throughput > 0
     assert_same_elements(plan.dataset, make(), deterministic)
     # what the plan proposed, applied whether or not it measured faster here
     proposed = apply_changes(make(), plan.proposed_changes, allow_external_state=True)
     assert_same_elements(proposed, make(), deterministic)
-
-
-def test_python_ops_are_named_in_the_trace_and_their_pipelines_cached():
-    trace = plumbkit.trace(python_tokenizer, seconds=1.0, min_seconds=0.5)
-    assert any("['tokenize']" in n and "deterministic" in n for n in trace.notes)
-    assert trace.op("padded_batch(32)").cacheable  # a deterministic Python op does not forbid a cache
 
 
 def test_a_short_epoch_is_traced_over_repeated_epochs_and_names_its_bottleneck():
