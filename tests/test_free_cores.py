@@ -20,6 +20,7 @@ from plumbkit.engine.tracing import trace
 from plumbkit.host.machine import session_outweighs_others
 from plumbkit.planning.predict import evidence_from_trace, layout_as_traced, predict
 from plumbkit.render.text import text_report
+from plumbkit.tunables import LOAD_CHANGE_CORES
 
 SPIN = "while True: pass"
 
@@ -41,12 +42,14 @@ def cpu_bound() -> tf.data.Dataset:
             .batch(8))
 
 
-def cores_taken(process: psutil.Process, run) -> tuple[object, float]:
-    """``run()``'s result and the cores ``process`` kept busy meanwhile, from its own CPU clock
-    (the truth: read from the neighbour itself, not from the machine-wide counters plumbkit reads)."""
-    before, began = sum(process.cpu_times()[:2]), time.perf_counter()
+def cores_taken_by(processes: list[psutil.Process], run) -> tuple[object, float]:
+    """``run()``'s result and the cores ``processes`` kept busy meanwhile, from their own CPU
+    clocks (the truth: read from the neighbours themselves, not the machine-wide counters plumbkit reads)."""
+    def cpu() -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in processes)
+    before, began = cpu(), time.perf_counter()
     result = run()
-    return result, (sum(process.cpu_times()[:2]) - before) / (time.perf_counter() - began)
+    return result, (cpu() - before) / (time.perf_counter() - began)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +59,7 @@ def traced_beside_a_neighbour():
     neighbour = spinning_neighbour()
     try:
         time.sleep(0.2)  # the interpreter up and spinning
-        return cores_taken(psutil.Process(neighbour.pid),
+        return cores_taken_by([psutil.Process(neighbour.pid)],
                            lambda: trace(cpu_bound(), seconds=2.5, min_seconds=2.5, calibrate=False))
     finally:
         neighbour.kill()
@@ -90,25 +93,30 @@ def test_the_trace_text_says_the_cores_other_processes_took(traced_beside_a_neig
     assert f"other processes kept {t.analysis.neighbour_cores:.1f} of 2 cores busy during the trace" in text_report(t)
 
 
-@pytest.mark.xfail(strict=False, reason="known defect: the comparison's per-run neighbour reading (/proc/stat over a run of short windows) read 0.0-0.19 of the 1.3 cores two spinners took in 1 run of 2-3 on a quiet machine; the warning fires only when it reads right (issue 27 item 3, open)")
 def test_the_comparison_warns_when_a_neighbour_started_after_the_trace():
+    """Spinners started after the trace: the comparison reads the cores they took (against their
+    own CPU clocks: three spinners in sessions of their own took 0.36-0.70 cores in all beside
+    this pipeline's threads, not the core each the test once assumed) and warns that the load changed."""
     t = trace(cpu_bound(), seconds=1.0, min_seconds=1.0, calibrate=False)
     before = t.analysis.neighbour_cores
     if before is None or before > 0.5:  # sessions share the cores: one more takes a third or less
         pytest.skip(f"other processes kept {before} cores busy during the trace: a planted neighbour "
                     f"would not change the load measurably")
-    neighbours = [spinning_neighbour(), spinning_neighbour()]  # two sessions: two shares
+    neighbours = [spinning_neighbour() for _ in range(3)]  # three sessions: three shares
     try:
         for n in neighbours:  # spinning before the comparison starts (an interpreter takes a while)
             while psutil.Process(n.pid).cpu_times().user < 0.3:
                 time.sleep(0.05)
-        comparison = compare([Contender("yours", cpu_bound)], QUICK)  # windows long enough for /proc/stat
+        spinners = [psutil.Process(n.pid) for n in neighbours]
+        comparison, truth = cores_taken_by(spinners, lambda: compare([Contender("yours", cpu_bound)], QUICK))
     finally:
         for n in neighbours:
             n.kill()
             n.wait()
     during = comparison.neighbour_cores
-    assert during is not None and during > before + 0.25, (before, during)
+    if truth < before + LOAD_CHANGE_CORES + 0.2:
+        pytest.skip(f"the spinners took {truth:.2f} cores while measured (read {during}): no clear change planted")
+    assert during is not None and abs(during - truth) <= 0.3, (before, during, truth)
     warning = comparison.load_change(before)
-    assert warning is not None and "load changed between the trace and the comparison" in warning
+    assert warning is not None and "load changed between the trace and the comparison" in warning, (before, during, truth)
     assert f"{before:.1f} cores busy during the trace and {during:.1f} while measured" in warning

@@ -162,12 +162,26 @@ class MachineReading:
     wall: float  # time.perf_counter()
     own: float  # time.process_time()
     competing: float | None  # competing_busy_seconds()
+    #: this process's CPU as /proc/self/stat counts it: in the same ticks, updated by the same
+    #: scheduler events as /proc/stat's, so their difference is the others' (None: unreadable)
+    own_ticks: float | None = None
 
 
 def read_machine() -> MachineReading:
     """The machine now; two readings give the neighbours' cores between them (:func:`neighbour_cores`)."""
     own = time.process_time()
-    return MachineReading(time.perf_counter(), own, own if session_outweighs_others() else competing_busy_seconds())
+    if session_outweighs_others():
+        return MachineReading(time.perf_counter(), own, own, own)
+    return MachineReading(time.perf_counter(), own, competing_busy_seconds(), _own_ticks())
+
+
+def _own_ticks() -> float | None:
+    """This process's user + system CPU seconds from ``/proc/self/stat`` (None: unreadable)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 def neighbour_cores(start: MachineReading, end: MachineReading) -> float | None:
@@ -184,4 +198,8 @@ def others_seconds(start: MachineReading, end: MachineReading) -> float | None:
     CPU less this process's own; None where the machine cannot be read)."""
     if start.competing is None or end.competing is None:
         return None
-    return max(0.0, (end.competing - start.competing) - (end.own - start.own))
+    if start.own_ticks is not None and end.own_ticks is not None:  # both in /proc's ticks: no lag between them
+        own = end.own_ticks - start.own_ticks
+    else:
+        own = end.own - start.own
+    return max(0.0, (end.competing - start.competing) - own)
