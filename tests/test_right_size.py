@@ -54,6 +54,8 @@ def test_a_model_far_slower_than_the_pipeline_keeps_it_as_written():
     assert sized is not None and sized.threads == 0 and sized.fastest_threads == 4 and sized.freed_threads == 4
     assert not [c for c in sized.changes if c.what == "parallelism"]
     assert sized.prediction.throughput == pytest.approx(20) and "gives back 4 of the fastest plan's 4" in sized.note
+    assert sized.pipeline_cores == pytest.approx(0.4)  # 0.02 s of CPU a minibatch at 20 a second
+    assert "keeps ~0.4 of the 2.0 free cores busy, 1.6 left" in sized.note
 
 
 def test_a_faster_model_gets_the_threads_its_demand_needs_and_no_more():

@@ -47,6 +47,10 @@ class RightSizing:
     fastest_threads: int
     dropped_cache: str | None = None  # the label of the cache the demand does not need
     demand: float = 0.0  # the model's steps/s on ideal input
+    #: cores the right-sized pipeline keeps busy at the model's rate (its CPU per minibatch, as
+    #: predicted, times the model's steps/s), and the cores free to plan with
+    pipeline_cores: float = 0.0
+    free_cores: float = 0.0
 
     @property
     def freed_threads(self) -> int:
@@ -60,6 +64,9 @@ class RightSizing:
             gave.append(f"{self.freed_threads} of the fastest plan's {self.fastest_threads} pipeline threads")
         if self.dropped_cache:
             gave.append(f"the cache after {self.dropped_cache} (its memory)")
+        if self.free_cores:
+            gave.append(f"at the model's rate it keeps ~{self.pipeline_cores:.1f} of the {self.free_cores:.1f} free cores "
+                        f"busy, {max(0.0, self.free_cores - self.pipeline_cores):.1f} left to the model and the rest")
         return (f"model-bound: the model takes {self.demand:,.1f} steps/s on ideal input, so the plan is right-sized "
                 f"to {self.threads} pipeline thread{'s' if self.threads != 1 else ''} ({self.prediction.throughput:,.1f} "
                 f"training steps/s predicted, {self.fastest.throughput:,.1f} with the fastest plan); it gives back "
@@ -168,9 +175,11 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
         prediction = predict_training(ev, layout_with(ev, sized), step)  # the layout that ships, as written
         if pipeline_limit(ev, layout_with(ev, sized)) < goal or prediction.throughput < keeps_up:
             continue
+        cpu = predict(ev, layout_with(ev, sized)).cpu_per_batch
         result = RightSizing(sized, prediction, fastest, threads=_count(ev, sized),
                              fastest_threads=_count(ev, changes), demand=step.ideal_steps_per_s,
-                             dropped_cache=dropped[0].where if dropped else None)
+                             dropped_cache=dropped[0].where if dropped else None,
+                             pipeline_cores=cpu * step.ideal_steps_per_s, free_cores=ev.free_cores)
         return result if result.freed_threads or result.dropped_cache else None
     return None
 
