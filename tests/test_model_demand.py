@@ -153,6 +153,10 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
     view = plan._repr_html_()  # the Optimize tab shows them: the verdict, a training steps/s row per configuration
     assert html.escape(plan.model.verdict) in view and "plumbkit-training-config'><td>yours</td>" in view
     assert "ideal input (the model alone)" in view and "training steps/s" in str(plan)
+    if plan.proposed_changes:  # the training speed-up, measured alike and predicted (one model each)
+        predicted = plan.steps_predictions["plumbkit"] / plan.steps_predictions["yours"]
+        assert plan.predicted_training_speedup == pytest.approx(predicted)
+        assert f"training speed-up over yours: {plan.training_speedup.verdict}; predicted {predicted:.2f}×" in str(plan)
 
 
 @pytest.mark.parametrize("demand, bound, starts", [

@@ -141,6 +141,19 @@ class Plan:
     right_sizing: RightSizing | None = None
 
     @property
+    def training_speedup(self) -> Speedup | None:
+        """The plan's training steps/s over yours, measured alike with the step in the loop."""
+        if self.steps_comparison is None or not self.proposed_changes:
+            return None
+        return self.steps_comparison.speedup(PLUMBKIT, YOURS)
+
+    @property
+    def predicted_training_speedup(self) -> float | None:
+        """The plan's training steps/s over yours, both predicted before the fact (one model)."""
+        planned, yours = self.steps_predictions.get(PLUMBKIT), self.steps_predictions.get(YOURS)
+        return planned / yours if planned and yours else None
+
+    @property
     def predicted_steps_per_s(self) -> float | None:
         """Training steps/s of the plan predicted before the fact (None without a model):
         ``step_prediction.throughput``, beside its own binding limit."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from .table import COLUMNS, pct, row_cells
 from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, cache_row, first_epoch_line, summary_lines,
-                   training_rows, unshown_notes)
+                   training_rows, training_speedup_line, unshown_notes)
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
@@ -144,6 +144,8 @@ def _training_headline(plan: "Plan") -> str:
         return ""
     out = (f"<div class='plumbkit-training-verdict'><b>training</b> ({html.escape(plan.model.kind)}): "
            f"{html.escape(plan.model.verdict)}</div>")
+    if (line := training_speedup_line(plan)) is not None:
+        out += f"<div class='plumbkit-training-speedup'><b>training speed-up over yours</b>: {html.escape(line)}</div>"
     if plan.right_sizing is not None:
         out += (f"<div class='plumbkit-right-sizing'><b>right-sized</b>: "
                 f"{html.escape(plan.right_sizing.note)}</div>")

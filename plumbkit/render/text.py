@@ -201,7 +201,18 @@ def training_figures(plan: "Plan") -> list[tuple[str, str]]:
     if plan.step_prediction is not None:
         out.append(("training steps/s of the plan, predicted before any rewrite",
                     f"{plan.step_prediction.throughput:,.1f}, bound by {plan.step_prediction.binding}"))
+    if (line := training_speedup_line(plan)) is not None:
+        out.append(("training speed-up over yours", line))
     return out
+
+
+def training_speedup_line(plan: "Plan") -> str | None:
+    """The plan's training speed-up over yours, measured alike (with its interval) and predicted."""
+    measured, predicted = plan.training_speedup, plan.predicted_training_speedup
+    if measured is None and predicted is None:
+        return None
+    said = measured.verdict if measured is not None else "not measured alike"
+    return said + (f"; predicted {predicted:.2f}×" if predicted is not None else "")
 
 
 #: The row of the model alone on ideal input, in the training steps/s table.
