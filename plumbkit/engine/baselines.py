@@ -49,7 +49,7 @@ def _top(p: Pipeline) -> str:
 def naive_changes(p: Pipeline) -> list[Change]:
     changes = _without_prefetches(p)
     changes += [Change("sequential", op.label, op.name, 1, "baseline") for op in p
-                if op.parallelizable and (op.op.startswith("Parallel") or "parallelism" in op.tunables)]
+                if op.parallelizable and op.in_parallel_form]
     return changes
 
 

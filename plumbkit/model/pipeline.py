@@ -122,6 +122,12 @@ class Operator:
         return 1 if self.parallelizable else None
 
     @property
+    def in_parallel_form(self) -> bool:
+        """Written (or rewritten by tf.data) in a parallel form: a ``Parallel*`` op or one with a
+        parallelism tunable; else its plain, sequential form."""
+        return self.op.startswith("Parallel") or PARALLELISM_TUNABLE in self.tunables
+
+    @property
     def parallelizable(self) -> bool:
         """A rewrite can set its parallelism. Not tf.data's legacy ``parallel_interleave``
         (``LegacyParallelInterleaveDatasetV2``): it runs one reader thread per element of its

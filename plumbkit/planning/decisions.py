@@ -287,7 +287,7 @@ def _parallelism_changes(trace: Traced, groups: list[tuple[list[OpStats], LPSolu
             why += f" (capped at its cycle length {target})"
         if stats.bound == "latency":
             calls_in_flight += target
-        in_parallel_form = op.op.startswith("Parallel") or "parallelism" in op.tunables
+        in_parallel_form = op.in_parallel_form
         if target != op.parallelism or not in_parallel_form:
             changes.append(Change("parallelism", op.label, op.name, target, why))
     pool = threadpool_size(calls_in_flight, cores)
@@ -368,7 +368,7 @@ def _batches_as_written(ev: Evidence, changes: list[Change],
     notes: list[str] = []
     for change in [c for c in changes if c.what == "parallelism"]:
         op = p[change.node]
-        if op.kind != "batch" or op.op.startswith("Parallel") or "parallelism" in op.tunables:
+        if op.kind != "batch" or op.in_parallel_form:
             continue
         rest = [c for c in changes if c is not change]
         without = predict(ev, layout_with(ev, rest))

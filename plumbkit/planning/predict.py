@@ -329,7 +329,7 @@ def layout_with(ev: Evidence, changes: Iterable[Change], *, autotune_threads: in
     p = ev.pipeline
     threads: dict[str, int] = {}
     for op in p:
-        if op.op.startswith("Parallel") or "parallelism" in op.tunables:
+        if op.in_parallel_form:
             value = op.parallelism or 1
             if value < 0:
                 value = ev.threads_seen.get(op.name) or autotune_threads or int(ev.cores)

@@ -89,8 +89,7 @@ def _tunable(ev: Evidence, layout: Layout) -> list[str]:
 
 def _as_written(ev: Evidence, name: str) -> int:
     """The threads an operator holds as the user wrote it: 0 in its plain, sequential form."""
-    op = ev.pipeline[name]
-    return 0 if "parallelism" not in op.tunables and not op.op.startswith("Parallel") else 1
+    return 1 if ev.pipeline[name].in_parallel_form else 0
 
 
 def _with_threads(ev: Evidence, changes: list[Change], threads: dict[str, int], why: str) -> list[Change]:
@@ -154,9 +153,10 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
     right-sizing gives nothing back."""
     if step.ideal_steps_per_s <= 0:
         return None
-    fastest = predict_training(ev, layout_with(ev, changes), step)
+    fastest_layout = layout_with(ev, changes)
+    fastest = predict_training(ev, fastest_layout, step)
     goal, keeps_up = step.ideal_steps_per_s * (1 + headroom), (1 - within) * step.ideal_steps_per_s
-    if pipeline_limit(ev, layout_with(ev, changes)) < goal or fastest.throughput < keeps_up:
+    if pipeline_limit(ev, fastest_layout) < goal or fastest.throughput < keeps_up:
         return None
     why = (f"right-sized to the model's demand ({step.ideal_steps_per_s:,.1f} steps/s on ideal input): "
            f"the fewest threads predicted to feed it with {100 * headroom:.0f}% to spare")
@@ -172,21 +172,21 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
         if threads is None:
             continue
         sized = _with_threads(ev, tried, threads, why)
-        prediction = predict_training(ev, layout_with(ev, sized), step)  # the layout that ships, as written
-        if pipeline_limit(ev, layout_with(ev, sized)) < goal or prediction.throughput < keeps_up:
+        layout = layout_with(ev, sized)  # the layout that ships, as written
+        alone_predicted, prediction = predict(ev, layout), predict_training(ev, layout, step)
+        if alone_predicted.throughput < goal or prediction.throughput < keeps_up:
             continue
-        cpu = predict(ev, layout_with(ev, sized)).cpu_per_batch
-        result = RightSizing(sized, prediction, fastest, threads=_count(ev, sized),
-                             fastest_threads=_count(ev, changes), demand=step.ideal_steps_per_s,
+        result = RightSizing(sized, prediction, fastest, threads=_count(ev, layout),
+                             fastest_threads=_count(ev, fastest_layout), demand=step.ideal_steps_per_s,
                              dropped_cache=dropped[0].where if dropped else None,
-                             pipeline_cores=cpu * step.ideal_steps_per_s, free_cores=ev.free_cores)
+                             pipeline_cores=alone_predicted.cpu_per_batch * step.ideal_steps_per_s,
+                             free_cores=ev.free_cores)
         return result if result.freed_threads or result.dropped_cache else None
     return None
 
 
-def _count(ev: Evidence, changes: list[Change]) -> int:
-    """Threads a plan's parallel operators hold in steady state (below a cache: only while it fills)."""
-    layout = layout_with(ev, changes)
+def _count(ev: Evidence, layout: Layout) -> int:
+    """Threads a layout's parallel operators hold in steady state (below a cache: only while it fills)."""
     free = free_in_steady_state(ev, layout)
     return sum(k for name, k in layout.threads.items() if name not in free)
 
