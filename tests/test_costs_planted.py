@@ -8,7 +8,7 @@ heavy fused with its batch, as tf.data runs it),
 measured before and after every trace, each sized to about 0.12 s of CPU (at 400 elements the
 light map's truth moved 94-161 µs between consecutive measurements: part of why this test
 failed one run in three); the estimate from the public ``plumbkit.trace()``.
-Five rounds per test: 40 s under default options, 60 s beside the neighbour (load 5-6 on 2 cores;
+Five rounds per test with a steady truth (up to eight taken): 40 s under default options, 60 s beside the neighbour (load 5-6 on 2 cores;
 the harness is built once for the file).
 """
 
@@ -56,20 +56,42 @@ def truth_now():
     return lambda: {label: meter() for label, meter in meters.items()}
 
 
-def _measure(truth_now, rounds: int = ROUNDS) -> tuple[dict[str, list[float]], dict[str, list[float]], list[str]]:
+#: Rounds at most, when the truth moved within some of them (see ``_measure``).
+MAX_ROUNDS = 8
+#: Rounds with a steady truth needed for a verdict (fewer: the test is skipped, saying why).
+MIN_STEADY = 3
+
+
+def _measure(truth_now, tolerance: float, rounds: int = ROUNDS) -> tuple[dict[str, list[float]], dict[str, list[float]], list[str]]:
     """Per round: each operator's estimated minibatches/s per core, its true CPU seconds per
     element (taken before and after every trace and averaged: the machine's speed drifts), and
-    the bottleneck named."""
+    the bottleneck named.
+
+    Only rounds whose truth held still count: its readings before and after the trace within
+    ``tolerance`` of each other. Beside a spinner the light map's true CPU per element read 69 µs
+    before a trace and 178 after (104/149 in another round; quiet, 110 both): tf.data's and
+    TensorFlow's thread pools spin between elements, and how much of that spinning a core shared
+    with a busy neighbour allows changes from second to second. Against a truth that moved more
+    than the tolerance, no estimate can be checked; up to MAX_ROUNDS are taken for ``rounds``
+    steady ones, and with fewer than MIN_STEADY the test is skipped with the readings."""
     estimated: dict[str, list[float]] = {"map(parse)": [], "map(heavy)": []}
     truth: dict[str, list[float]] = {"map(parse)": [], "map(heavy)": []}
     named = []
+    moved = []
     before = truth_now()
-    for _ in range(rounds):
+    for _ in range(MAX_ROUNDS):
+        if len(named) >= rounds:
+            break
         # timed from the first minibatch: a start-up slowed by a busy machine (3.9 s beside the
         # neighbour at load 12) is not part of what is measured, and cannot end a round empty
         trace = plumbkit.trace(default_pipeline, seconds=1, warmup_batches=1, converge=False)
         after = truth_now()
         assert trace.calibrated, str(trace)
+        steady = all(max(before[k], after[k]) <= (1 + tolerance) * min(before[k], after[k]) for k in estimated)
+        if not steady:
+            moved.append({k: (before[k], after[k]) for k in estimated})
+            before = after
+            continue
         named.append(trace.bottleneck.label if trace.bottleneck else "none")
         for label in estimated:
             op = trace.op(label)
@@ -77,6 +99,9 @@ def _measure(truth_now, rounds: int = ROUNDS) -> tuple[dict[str, list[float]], d
             estimated[label].append(op.rate_per_core)
             truth[label].append((before[label] + after[label]) / 2)
         before = after
+    if len(named) < MIN_STEADY:
+        pytest.skip(f"the truth moved more than {tolerance:.0%} within {len(moved)} of {len(moved) + len(named)} "
+                    f"rounds (true CPU s/element before, after: {moved}): nothing to check an estimate against")
     return estimated, truth, named
 
 
@@ -110,7 +135,7 @@ def _check(estimated, truth, named, tolerance: float) -> None:
 def test_default_options_rates_match_the_truth_and_the_bottleneck_is_named(truth_now):
     """The truth is measured around each trace, seconds from the estimate: one rerun where the
     machine's speed moved between them (the medians over five rounds absorb one disturbed round)."""
-    _check(*_measure(truth_now), tolerance=0.20)
+    _check(*_measure(truth_now, 0.20), tolerance=0.20)
 
 
 #: A busy loop that ends with the process that started it (never left behind by a killed test).
@@ -139,7 +164,7 @@ def test_rates_hold_while_a_neighbour_burns_one_core(truth_now, neighbour):
     The truth is measured around each trace, seconds from the estimate: one rerun where the
     machine's speed moved between them (the medians over five rounds absorb one disturbed round:
     over three, one round that read parse 1.63x its truth failed CI twice in a row)."""
-    _check(*_measure(truth_now), tolerance=0.30)
+    _check(*_measure(truth_now, 0.30), tolerance=0.30)
 
 
 def test_live_updates_say_wall_time_until_the_calibrated_trace_arrives():

@@ -117,7 +117,7 @@ def _sleep_step(seconds: float):
 def test_optimize_right_sizes_to_a_slow_model_and_keeps_its_step_rate():
     """An AUTOTUNE map of ~1 ms of CPU a minibatch fed to a 40 ms step: the fastest plan would run
     it on every core; right-sized, it runs on one thread, and training with it measured alike is
-    not measurably slower than with yours (what ships it)."""
+    not measurably more than 5% slower than with yours (what ships it)."""
     from plumbkit.bench.examples import planted_work
 
     def pipeline():
@@ -130,6 +130,35 @@ def test_optimize_right_sizes_to_a_slow_model_and_keeps_its_step_rate():
     assert sized.threads == 1, sized.note  # AUTOTUNE's threads (2 here, at least) set to one
     assert [(c.where, c.value) for c in sized.changes if c.what == "parallelism"] == [("map(lambda)", 1)]
     assert plan.predicted_steps_per_s >= 0.95 * plan.model.ideal_steps_per_s
-    assert plan.applied, plan.notes  # training not measurably slower than with yours
+    assert plan.applied, plan.notes  # training not measurably more than 5% slower than with yours
     # how close to the model's rate it measures is a speed goal: the bench's (model_in_the_loop)
     assert any(n.startswith("model-bound:") for n in plan.notes)
+
+
+def _gate(ratios: list[float]):
+    """What ``ships_for_training`` decides for a right-sized plan whose training steps/s per round
+    were ``ratios`` of yours (rounds of 20 steps/s for yours)."""
+    from types import SimpleNamespace
+
+    from plumbkit.engine.compare import BRIEF, Comparison, Result
+    from plumbkit.engine.right_sizing import ships_for_training
+    steps = Comparison(results={"yours": Result("yours", rounds=[20.0] * len(ratios)),
+                                "plumbkit": Result("plumbkit", rounds=[20.0 * r for r in ratios])}, protocol=BRIEF)
+    sizing = SimpleNamespace(threads=1)
+    plan = SimpleNamespace(right_sizing=sizing, proposed_changes=FASTEST, applied=False, changes=[], dataset=None,
+                           notes=[])
+    ships_for_training(plan, steps, yours="yours", planned="plumbkit", rebuild=lambda changes: list(changes))
+    return plan
+
+
+def test_a_loss_inside_the_allowance_ships_and_one_beyond_it_does_not():
+    """The issue's terms: the step rate within 5% of the model's, for the threads given back. A
+    measurable 1% loss ships, saying its figure; a measurable 8% loss, or a median 6% below, does not,
+    and yours comes back (the note gives the interval)."""
+    kept = _gate([0.99, 0.985, 0.99, 0.995, 0.99])
+    assert kept.applied and kept.changes == FASTEST and "0.99× yours" in kept.notes[-1]
+    beyond = _gate([0.92, 0.93, 0.91, 0.92, 0.92])
+    assert not beyond.applied and beyond.changes == [] and "not kept" in beyond.notes[-1]
+    assert "0.92× yours (0.91–0.93" in beyond.notes[-1]
+    median_below = _gate([0.94, 1.02, 0.93, 0.94, 1.0])
+    assert not median_below.applied and "0.94× yours" in median_below.notes[-1]
