@@ -257,10 +257,50 @@ MAX_BUDGET_SHARE = 0.8
 #: Sensitive to: the probe's spread under load (its read bandwidth varied 1.5-3x at load 8-12).
 TIER_GAIN = 1.10
 #: Share of a directory's free space a disk tier may take when no disk budget caps it (the user's
-#: other files need the rest; the fill itself always leaves 256 MB, plumbkit.tfdata.disk_tier).
+#: other files need the rest; the fill itself always leaves TIER_KEEP_FREE_BYTES).
 #: From: judgement (e770f8c's probe reports the free space). Not measured. Machine: any.
 #: Sensitive to: what else writes to that disk while the tier fills.
 DISK_FREE_SHARE = 0.8
+
+#: Free space a disk tier's fill always leaves on the disk, budget or not (the user's other files
+#: need it): below it the fill stops with one line and removes what it wrote.
+#: From: judgement with the fill guard (0477952). Not measured.
+#: Machine: any.
+#: Sensitive to: what else writes to that disk while the tier fills.
+TIER_KEEP_FREE_BYTES = 256 * 2**20
+#: Shards a disk tier is written in, read back interleaved one record from each in turn.
+#: From: issue 26's measurement (save/load's default, one shard a core on this 2-core VM, read the
+#: disk-bound images 2x faster than one stream); on a CPU-bound read 2 shards cost no more than
+#: noise here (0477952).
+#: Machine: the dev VM (2 cores), TF 2.21.
+#: Sensitive to: the disk's gain from parallel reads (an NVMe gains with more); stored in each
+#: cache's metadata, so changing it leaves existing caches readable.
+TIER_SHARDS = 2
+#: Bytes in one record of a disk tier, for elements small enough to share one.
+#: From: 1 KB elements read as fast in records of 64 as of 1024 and filled 2x faster in records of
+#: 1024 (2b922b3; plumbkit.tfdata.disk_tier's docstring).
+#: Machine: the dev VM, TF 2.21, loaded.
+#: Sensitive to: load's per-record cost on this TensorFlow.
+TIER_RECORD_BYTES = 2**20
+#: Elements this large or larger are written one to a record (``unbatch``'s copy outweighs the
+#: per-record cost: 192 KB elements read 553 us one to a record, 1332 us five to a record).
+#: From: the same measurement, between the 27 KB (gains) and 192 KB (loses) points: not tuned (04280f5).
+#: Machine: the dev VM, TF 2.21.
+#: Sensitive to: ``unbatch``'s copy cost against load's per-record cost.
+TIER_ALONE_BYTES = 64 * 2**10
+#: Bytes one disk probe writes: long enough that opening the tier is a small share of the read
+#: (the first element's read is subtracted besides), short enough to cost ~0.1-0.3 s.
+#: From: judgement with the probe (e770f8c), its cost timed on the dev VM.
+#: Machine: the dev VM (a virtual disk reading ~130 MB/s evicted).
+#: Sensitive to: the disk's speed (a slow disk makes the probe slower; a fast one, its opening a
+#: larger share).
+PROBE_BYTES = 8 * 1024 * 1024
+#: Bytes a minibatch of the probe's timed read holds (Python's ``next()`` per minibatch is then
+#: ~1 us per element or less); the first minibatch is not timed.
+#: From: judgement with the probe (e770f8c).
+#: Machine: the dev VM.
+#: Sensitive to: Python's per-``next()`` cost on this CPU.
+PROBE_READ_BATCH_BYTES = 256 * 1024
 
 # -- Offload to tf.data service (plumbkit.engine.offload, plumbkit.planning.offload) ---------
 

@@ -19,7 +19,8 @@ import tensorflow as tf
 
 from plumbkit import cli
 from plumbkit.model.disk_tier import tree_bytes
-from plumbkit.tfdata.disk_tier import (KEEP_FREE_BYTES, FillInProgressError, FillInterrupted,
+from plumbkit.tunables import TIER_KEEP_FREE_BYTES
+from plumbkit.tfdata.disk_tier import (FillInProgressError, FillInterrupted,
                                        NotCacheableError, SpaceError, clear_caches, default_cache_dir,
                                        find_cache, fingerprint, list_caches, on_disk, read_tier,
                                        write_tier)
@@ -178,7 +179,7 @@ def test_a_disk_that_fills_up_mid_fill_stops_in_one_line(tmp_path):
     thing replaced: 2 MB past what plumbkit keeps free, less what is under tmp_path)."""
     ds = tf.data.Dataset.range(20_000).map(lambda i: tf.fill([128], i)).filter(lambda x: True)  # ~20 MB
     with pytest.raises(SpaceError) as err:
-        on_disk(ds, tmp_path, free_space=lambda d: KEEP_FREE_BYTES + 2_000_000 - tree_bytes(tmp_path))
+        on_disk(ds, tmp_path, free_space=lambda d: TIER_KEEP_FREE_BYTES + 2_000_000 - tree_bytes(tmp_path))
     assert "free" in one_line(err)
     assert leftovers(tmp_path) == []
 

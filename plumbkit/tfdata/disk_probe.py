@@ -29,16 +29,11 @@ import tensorflow as tf
 
 from ..model.disk_measurement import DiskMeasurement
 from .disk import evict_from_page_cache
+from ..tunables import PROBE_BYTES, PROBE_READ_BATCH_BYTES
 from . import disk_tier
 
-#: Bytes one probe writes. 8 MB: long enough that opening the tier is a small share of the read
-#: (the first element's read is subtracted besides), short enough to cost ~0.1-0.3 s on this VM.
-PROBE_BYTES = 8 * 1024 * 1024
 #: Elements one probe writes at most and at least (tiny elements: per-element costs dominate).
 MAX_ELEMENTS, MIN_ELEMENTS = 4096, 8
-#: Bytes a minibatch of the timed read holds (Python's next() per minibatch is then ~1 us per
-#: element or less); the first minibatch is not timed.
-READ_BATCH_BYTES = 256 * 1024
 #: A duration below this is not measured (the bandwidth is then at least what it says).
 MIN_SECONDS = 1e-3
 
@@ -74,7 +69,7 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
         many_bytes, many_write, reader = _write(data, scratch / "many")
         evicted = evict_from_page_cache(_files(scratch / "many")) > 0
         per_record = disk_tier.record_elements(reader.element_spec)  # the untimed first minibatch: one record
-        batch = max(1, min(n // 8, max(READ_BATCH_BYTES // size, per_record)))
+        batch = max(1, min(n // 8, max(PROBE_READ_BATCH_BYTES // size, per_record)))
         read, read_cpu, elements = _timed_read(reader, batch=batch)
         free = float(shutil.disk_usage(directory).free)
     finally:

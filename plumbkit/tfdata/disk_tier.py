@@ -50,6 +50,7 @@ from ..model.disk_tier import (META_FILE, CacheEntry, DiskTierError, FillInProgr
                                default_cache_dir, list_caches, partial_path, publish, read_meta,
                                remove_stale, remove_tree, resolve_cache_dir, tree_bytes)
 from ..model.units import human_bytes
+from ..tunables import TIER_ALONE_BYTES, TIER_KEEP_FREE_BYTES, TIER_RECORD_BYTES, TIER_SHARDS
 from .graph import _arg_names as arg_names, pipeline_from_graph_def
 from .graph_walk import node_ref, pruned
 from .python_ops import PYTHON_OPS, callable_of, user_callables
@@ -62,16 +63,6 @@ __all__ = ["on_disk", "fingerprint", "find_cache", "static_bytes", "write_tier",
 
 #: The form every cache is written in (see the module docstring for the measurement).
 FORM = "save"
-#: Shards a cache is written in, read back interleaved one record from each in turn.
-#: From: the issue's measurement (save/load's default, one shard a core on this 2-core VM, read
-#: the disk-bound images 2x faster than one stream); on a CPU-bound read 2 shards cost no more
-#: than noise here. Machine: the dev VM (2 cores), TF 2.21. Sensitive to: the disk's gain from
-#: parallel reads (an NVMe gains with more); stored in each cache's metadata, so changing it
-#: leaves existing caches readable.
-SHARDS = 2
-#: Free space the fill always leaves on the disk, budget or not (the user's other files need it).
-#: From: judgement. Not measured.
-KEEP_FREE_BYTES = 256 * 2**20
 #: Bump when the on-disk layout changes: older caches then get new fingerprints and are refilled.
 _LAYOUT_VERSION = "1"
 
@@ -255,7 +246,7 @@ def on_disk(ds: tf.data.Dataset, cache_dir: "str | Path | None" = None, *,
     order, same element_spec), filled first when there is none with its fingerprint.
 
     ``budget_bytes``: the most the fill may write (None: what the disk has, less
-    :data:`KEEP_FREE_BYTES`). ``on_progress(elements, bytes)``: called from this thread while
+    :data:`TIER_KEEP_FREE_BYTES`). ``on_progress(elements, bytes)``: called from this thread while
     filling. ``should_stop()``: True stops the fill. ``free_space(directory)``: free bytes on
     that disk (default ``shutil.disk_usage``; another for filesystems that report it
     differently). Raises, in one line and with nothing left behind:
@@ -356,10 +347,10 @@ class _Limits:
         if self.budget is not None and need > self.budget:
             return (f"the disk cache needs more than its budget of {human_bytes(self.budget)} "
                     f"({human_bytes(need)} at least); raise the disk budget or cache a smaller node")
-        free = self.free_space(self.where) - KEEP_FREE_BYTES
+        free = self.free_space(self.where) - TIER_KEEP_FREE_BYTES
         if need - written > free:
             return (f"the disk at {self.where} has {human_bytes(max(free, 0))} free (past the "
-                    f"{human_bytes(KEEP_FREE_BYTES)} kept free) and the cache needs "
+                    f"{human_bytes(TIER_KEEP_FREE_BYTES)} kept free) and the cache needs "
                     f"{human_bytes(need - written)} more; free some space or choose another cache_dir")
         return None
 
@@ -382,7 +373,7 @@ def _fill_guarded(ds, where: Path, fp: str, limits: _Limits, on_progress, should
                 raise SpaceError(f"refused before writing: {said}")
         elements = _Filler(ds, partial, limits, on_progress, should_stop).run()
         publish(partial, complete_path(where, fp, FORM),
-                {"fingerprint": fp, "form": FORM, "shards": SHARDS, "elements": elements,
+                {"fingerprint": fp, "form": FORM, "shards": TIER_SHARDS, "elements": elements,
                  "record_elements": record_elements(ds.element_spec),
                  "bytes": tree_bytes(partial), "created": time.time(),
                  "element_spec": repr(ds.element_spec)})
@@ -460,7 +451,7 @@ class _Filler:
             self.on_progress(self.elements, tree_bytes(self.partial))
 
     def _save(self, outcome: list[BaseException], done: threading.Event) -> None:
-        shards = SHARDS
+        shards = TIER_SHARDS
         signature = (tf.TensorSpec([], tf.int64), _record_spec(self.ds.element_spec, self.per_record))
         try:
             numbered = tf.data.Dataset.from_generator(self._records, output_signature=signature)
@@ -514,17 +505,6 @@ def _record_spec(element_spec, per_record: int):
     return tf.nest.map_structure(lambda s: tf.TensorSpec([None, *s.shape], s.dtype), element_spec)
 
 
-#: Bytes in one record of the cache, for elements small enough to share one.
-#: From: /tmp measurements in this module's docstring (1 KB elements read as fast in records
-#: of 64 as of 1024; filled 2x faster in records of 1024). Machine: the dev VM, TF 2.21, loaded.
-#: Sensitive to: load's per-record cost on this TensorFlow.
-RECORD_BYTES = 2**20
-#: Elements this large or larger are written one to a record (``unbatch``'s copy outweighs the
-#: per-record cost: 192 KB elements read 553 us one to a record, 1332 us five to a record).
-#: From: the same measurement, between the 27 KB (gains) and 192 KB (loses) points: not tuned.
-ALONE_BYTES = 64 * 2**10
-
-
 def record_elements(element_spec) -> int:
     """Elements written as one record: as many as make ~1 MB when they are small (under 64 KB)
     and every component is a tensor of fully known shape (``batch`` then ``unbatch`` give back
@@ -539,9 +519,9 @@ def record_elements(element_spec) -> int:
                                  for c in components):
         return 1
     per = sum(c.shape.num_elements() * (64 if c.dtype == tf.string else c.dtype.size) for c in components)
-    if per >= ALONE_BYTES:
+    if per >= TIER_ALONE_BYTES:
         return 1
-    return int(min(1024, max(1, RECORD_BYTES // max(per, 1))))
+    return int(min(1024, max(1, TIER_RECORD_BYTES // max(per, 1))))
 
 
 def _disk_full(err: BaseException) -> bool:
@@ -556,7 +536,7 @@ def write_tier(ds: tf.data.Dataset, path: "str | Path") -> int:
     path = Path(path)
     limits = _Limits(path.parent, None, lambda d: shutil.disk_usage(d).free)
     elements = _Filler(ds, path, limits, None, None).run()
-    (path / META_FILE).write_text(json.dumps({"shards": SHARDS, "elements": elements,
+    (path / META_FILE).write_text(json.dumps({"shards": TIER_SHARDS, "elements": elements,
                                               "record_elements": record_elements(ds.element_spec)}))
     return elements
 
@@ -569,7 +549,7 @@ def read_tier(path: "str | Path", element_spec) -> tf.data.Dataset:
 def _reader(path: Path, element_spec) -> tf.data.Dataset:
     """The complete cache at ``path`` as a Dataset, laid out as its metadata says."""
     meta = read_meta(path) or {}
-    return _read(path, element_spec, int(meta.get("record_elements", 1)), int(meta.get("shards", SHARDS)))
+    return _read(path, element_spec, int(meta.get("record_elements", 1)), int(meta.get("shards", TIER_SHARDS)))
 
 
 def _read(path: Path, element_spec, per_record: int, shards: int) -> tf.data.Dataset:
