@@ -448,12 +448,21 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))
+    return _bound(ev, layout, free, limits, stage_work, cpu, filling=filling)
+
+
+def _bound(ev: Evidence, layout: Layout, free: set[str], limits: dict[str, float], stage_work: dict[str, float],
+           cpu: float, *, filling: bool) -> Prediction:
+    """The walk's per-operator limits joined by every shared one (each stage's thread, the free
+    cores over the CPU per minibatch, the disk, the ceilings, waiting calls), the least of them
+    binding, then stretched by the epoch's restarts where a short epoch repeats."""
     for stage, work in stage_work.items():
         if work > 0:
             limits[stage] = 1.0 / work
     if cpu > 0:
         limits[ev.cpu_limit_name] = ev.free_cores / cpu
-    if ev.disk and any(op.reads_files and op.name not in free and (filling or op.name not in layout.cached) for op in p):
+    if ev.disk and any(op.reads_files and op.name not in free and (filling or op.name not in layout.cached)
+                       for op in ev.pipeline):
         limits[DISK] = ev.disk  # while a reader runs (filling: a cached one too)
     limits.update({k: v for k, v in ev.ceilings.items() if v is not None and math.isfinite(v)})
     if (waiting := waiting_limit(ev, layout, free, filling=filling)) is not None:
@@ -462,7 +471,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
         return Prediction(math.inf, "nothing measured", {}, cpu, frozenset(free), ev.cost_source)
     binding = min(limits, key=limits.get)
     if not filling and (startup := restart_seconds(ev, layout, free)) > 0:  # a short epoch repeated
-        r = rt.restarts
+        r = ev.runtime.restarts
         rate = r.stretched(limits[binding], startup)
         binding = (f"epoch restarts ({rate / r.minibatches:.1f} per s, {startup * 1e3:.1f} ms each) "
                    f"on {binding}")
