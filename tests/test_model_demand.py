@@ -18,13 +18,12 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
-import plumbkit.engine.compare
 import plumbkit.engine.demand
 from plumbkit.bench.model_loop import independent_input_bound
 from plumbkit.model.demand import ModelDemand, ModelError
 from plumbkit.tfdata.model_state import StateGuard, keras_variables
 
-from conftest import measured_against_the_clock
+from conftest import BRIEF, measured_against_the_clock
 
 keras = pytest.importorskip("keras")
 
@@ -140,8 +139,7 @@ def test_plain_python_step_and_its_closure_variables_are_restored():
 def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchanged():
     model = small_keras_model()
     guard = StateGuard(keras_variables(model), reach="test")
-    plan = plumbkit.optimize(lambda: planted_pipeline(1), model=model, seconds=0.3, compare=False,
-                             protocol=plumbkit.engine.compare.BRIEF)
+    plan = plumbkit.optimize(lambda: planted_pipeline(1), model=model, seconds=0.3, compare=False, protocol=BRIEF)
     assert plan.model is not None and plan.model.kind == "keras model"
     assert plan.measured_steps_per_s and plan.measured_steps_per_s > 0
     assert plan.predicted_steps_per_s and plan.predicted_steps_per_s == plan.step_prediction.throughput
