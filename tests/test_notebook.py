@@ -81,12 +81,12 @@ def test_last_expression_pipeline_shows_a_live_widget_whose_rows_are_the_operato
 
 
 def test_named_variable_and_zero_arg_function(ip):
-    ip.run_cell_magic("plumb", "-s 1 --var other", CELL + "\nother = ds.take(100000).map(lambda x: x + 1)\nNone")
+    ip.run_cell_magic("plumb", "-s 0.5 --var other", CELL + "\nother = ds.take(100000).map(lambda x: x + 1)\nNone")
     widget = magics(ip).last_widget
     widget.wait(30)
     labels = [lab for lab in widget.live.row_labels if lab != "prefetch (injected)"]
     assert labels[:2] == ["map(lambda)", "take(100000)"]
-    ip.run_cell_magic("plumb", "-s 1", "import tensorflow as tf\ndef make():\n    return tf.data.Dataset.range(10**6).batch(4)\n")
+    ip.run_cell_magic("plumb", "-s 0.5", "import tensorflow as tf\ndef make():\n    return tf.data.Dataset.range(10**6).batch(4)\n")
     widget = magics(ip).last_widget
     widget.wait(30)
     assert [lab for lab in widget.live.row_labels if lab != "prefetch (injected)"] == ["batch(4)", "range"]
@@ -122,7 +122,7 @@ def test_cell_that_raises_and_cell_without_pipeline(ip, capsys):
 def test_py_function_pipeline_is_traced_with_a_note(ip):
     cell = ("import tensorflow as tf\n"
             "ds = tf.data.Dataset.range(10**6).map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64)).batch(4)\n")
-    ip.run_cell_magic("plumb", "-s 1.5", cell)
+    ip.run_cell_magic("plumb", "-s 1", cell)
     widget = magics(ip).last_widget
     widget.wait(30)
     assert widget.live.error is None
@@ -130,7 +130,7 @@ def test_py_function_pipeline_is_traced_with_a_note(ip):
 
 
 def test_stepping_widget_steps_and_stores_the_new_pipeline(ip):
-    ip.run_cell_magic("plumb", "-s 1.5", CELL)  # its steps trace 1 s each whatever the live trace's length
+    ip.run_cell_magic("plumb", "-s 0.5", CELL)  # its steps trace 1 s each whatever the live trace's length
     widget = magics(ip).last_widget
     widget.wait(30)
     stepping = widget.stepping
@@ -154,12 +154,12 @@ ds
 
 
 def test_optimize_panel_and_export_yield_the_same_elements(ip):
-    ip.run_cell_magic("plumb", "-s 1 --protocol brief", DET)
+    ip.run_cell_magic("plumb", "-s 0.5 --protocol brief", DET)
     widget = magics(ip).last_widget
     widget.wait(30)
     panel = widget.optimize
     # the plan against yours alone: the baselines' rows are the one-shot test's (the same panel view)
-    panel.options.update(seconds=1.0, compare=False)
+    panel.options.update(seconds=0.5, compare=False)
     panel.button.click()
     plan = panel.wait(240)
     assert plan is not None, panel.message.value
@@ -177,7 +177,7 @@ def test_one_shot_optimize_export_shows_the_widget_ending_with_predicted_and_mea
     """``%%plumb --optimize --export``: the same widget as a live trace, its optimize tab ends with
     predicted beside measured, the next cell is proposed, and the display carries static HTML."""
     ip.rl_next_input = None
-    ip.run_cell_magic("plumb", "-s 1 --optimize --export --memory-budget 100MB --protocol brief", DET)
+    ip.run_cell_magic("plumb", "-s 0.5 --optimize --export --memory-budget 100MB --protocol brief", DET)
     widget = magics(ip).last_widget
     views = [o for o in shown if WIDGET_VIEW in o["data"]]
     assert views and views[0]["data"][WIDGET_VIEW]["model_id"] == widget.model_id
@@ -290,14 +290,14 @@ def test_ctrl_c_ends_a_one_shot_optimization_and_changes_nothing(ip, shown):
     began = time.monotonic()
     presser.start()
     try:
-        ip.run_cell_magic("plumb", "-s 1.5 --optimize --export", DET)
+        ip.run_cell_magic("plumb", "-s 0.5 --optimize --export", DET)
     finally:
         returned.set()
         presser.join()
     took = time.monotonic() - began
     widget = magics(ip).last_widget
     plan = widget.optimize.plan
-    assert took < 1.5 + 2 + 10, took
+    assert took < 0.5 + 2 + 10, took
     assert plan is not None and plan.partial and "interrupted (Ctrl-C) while" in plan.notes[0]
     assert "interrupt" in widget.optimize.message.value
     assert labels[0] == "interrupt ■ to stop"  # clicks wait for the cell: the button says so
