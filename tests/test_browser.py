@@ -35,7 +35,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-EXPORT_CELL = """%%plumb -s 2 --protocol brief
+EXPORT_CELL = """%%plumb -s 1 --protocol brief
 import tensorflow as tf
 def busy(x):  # deterministic work: the optimizer may cache and parallelize it
     return tf.reduce_sum(tf.linalg.matmul(tf.fill([48, 48], tf.cast(x, tf.float32)), tf.ones([48, 48])))
@@ -52,7 +52,7 @@ def export_notebook(path: Path, cell: str = EXPORT_CELL) -> None:
 
 
 #: The one-shot path of the design card: trace live, optimize in the cell, propose the new cell.
-ONE_SHOT_CELL = EXPORT_CELL.replace("%%plumb -s 2", "%%plumb -s 2 --optimize --export --memory-budget 200MB")
+ONE_SHOT_CELL = EXPORT_CELL.replace("%%plumb -s 1", "%%plumb -s 1 --optimize --export --memory-budget 200MB")
 assert "--optimize" in ONE_SHOT_CELL
 
 
