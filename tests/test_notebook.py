@@ -202,7 +202,7 @@ def test_one_shot_optimize_export_shows_the_widget_ending_with_predicted_and_mea
 
 def test_one_shot_step_shows_the_step_tab(ip, shown):
     ip.user_ns.pop("plumbed_ds", None)
-    ip.run_cell_magic("plumb", "-s 1.5 --step", CELL)
+    ip.run_cell_magic("plumb", "-s 1 --step", CELL)
     widget = magics(ip).last_widget
     assert widget.selected_index == STEP_TAB
     walk = widget.stepping.walks["bottleneck"]
