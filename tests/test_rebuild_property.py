@@ -7,11 +7,12 @@ generator, a zip of two branches) and steps (maps — TensorFlow, ``py_function`
 takes, the user's own caches and prefetches), then applies what the optimizer changes
 (parallelism, a cache, prefetches, the user's caches and prefetches removed, ``tf.data.Options``)
 through :func:`plumbkit.tfdata.rebuild.apply_changes` and compares two epochs with a fresh copy
-of the user's pipeline, in order (seeded shuffles repeat exactly). Ten of them also go through
+of the user's pipeline, in order (seeded shuffles repeat exactly). Six of them also go through
 the full measured :func:`plumbkit.optimize` with short traces.
 
-Counts: 200 rebuilt pipelines (~40 s), 10 optimized (~60 s). ``derandomize`` keeps CI's draw
-the same from run to run.
+Counts: 200 rebuilt pipelines (~28 s on 2 cores), 6 optimized (~28 s: each optimize's own
+measurements, not the pipeline, set its cost; the six drawn are six different shapes).
+``derandomize`` keeps CI's draw the same from run to run.
 """
 
 from __future__ import annotations
