@@ -274,7 +274,8 @@ def test_random_functions_are_detected_and_block_caching_above():
 
 def test_infinite_pipeline_is_traced_with_explanation():
     ds = tf.data.Dataset.range(100).map(lambda x: x * 2).repeat().batch(10)
-    trace = plumbkit.trace(ds, seconds=1.5, converge=False)
+    # the notes and cacheability come from the graph and the elements seen: no calibration
+    trace = plumbkit.trace(ds, seconds=1.5, converge=False, calibrate=False)
     assert trace.ended == "time limit" and trace.throughput > 0
     assert any("infinite" in n for n in trace.notes)
     assert not trace.op("batch(10)").cacheable and "infinite" in trace.op("batch(10)").cache_note
