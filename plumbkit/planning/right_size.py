@@ -154,10 +154,11 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
     if step.ideal_steps_per_s <= 0:
         return None
     fastest_layout = layout_with(ev, changes)
-    fastest = predict_training(ev, fastest_layout, step)
     goal, keeps_up = step.ideal_steps_per_s * (1 + headroom), (1 - within) * step.ideal_steps_per_s
-    if pipeline_limit(ev, fastest_layout) < goal or fastest.throughput < keeps_up:
+    fed = _feeds(ev, fastest_layout, step, goal, keeps_up)
+    if fed is None:
         return None
+    fastest = fed[1]
     why = (f"right-sized to the model's demand ({step.ideal_steps_per_s:,.1f} steps/s on ideal input): "
            f"the fewest threads predicted to feed it with {100 * headroom:.0f}% to spare")
     # the cache goes only where your pipeline as traced (measured, not predicted) fed the model with
@@ -173,9 +174,9 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
             continue
         sized = _with_threads(ev, tried, threads, why)
         layout = layout_with(ev, sized)  # the layout that ships, as written
-        alone_predicted, prediction = predict(ev, layout), predict_training(ev, layout, step)
-        if alone_predicted.throughput < goal or prediction.throughput < keeps_up:
+        if (fed := _feeds(ev, layout, step, goal, keeps_up)) is None:
             continue
+        alone_predicted, prediction = fed
         result = RightSizing(sized, prediction, fastest, threads=_count(ev, layout),
                              fastest_threads=_count(ev, fastest_layout), demand=step.ideal_steps_per_s,
                              dropped_cache=dropped[0].where if dropped else None,
@@ -183,6 +184,16 @@ def right_size(ev: Evidence, changes: list[Change], step: ModelDemand, *, within
                              free_cores=ev.free_cores)
         return result if result.freed_threads or result.dropped_cache else None
     return None
+
+
+def _feeds(ev: Evidence, layout: Layout, step: ModelDemand, goal: float,
+           keeps_up: float) -> tuple[Prediction, Prediction] | None:
+    """``layout``'s two predictions, the pipeline alone and training with the step, when the first
+    clears ``goal`` (the model's rate with headroom) and the second ``keeps_up``; else None."""
+    alone, training = predict(ev, layout), predict_training(ev, layout, step)
+    if alone.throughput < goal or training.throughput < keeps_up:
+        return None
+    return alone, training
 
 
 def _count(ev: Evidence, layout: Layout) -> int:
