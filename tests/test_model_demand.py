@@ -155,6 +155,8 @@ def test_optimize_with_a_model_measures_steps_alike_and_leaves_the_model_unchang
         predicted = plan.steps_predictions["plumbkit"] / plan.steps_predictions["yours"]
         assert plan.predicted_training_speedup == pytest.approx(predicted)
         assert f"training speed-up over yours: {plan.training_speedup.verdict}; predicted {predicted:.2f}×" in str(plan)
+    else:  # nothing proposed: no plan to measure a speed-up of (said, not a silent pass)
+        assert plan.training_speedup is None
 
 
 @pytest.mark.parametrize("demand, bound, starts", [
