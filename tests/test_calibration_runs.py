@@ -1,12 +1,19 @@
 """How calibration sizes and stops its timed runs (what keeps it under 3 s for eight operators),
 on real tf.data iterators where it runs anything."""
 
+import contextlib
 import statistics
+import threading
+import time
+from unittest import mock
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
 import plumbkit
 from plumbkit.bench.examples import planted_work
+from plumbkit.host.threads import NO_BACKGROUND
 from plumbkit.model.costs import FUSED
 from plumbkit.tfdata import calibrate as cal
 from plumbkit.tfdata.graph import pipeline_of
@@ -101,3 +108,70 @@ def test_a_map_tf_data_fused_with_its_batch_is_calibrated_in_that_form():
     cut_out = cal.calibrate(ds, pipeline, names={name}).costs[name]  # no hint: as a map alone
     assert cut_out.how != FUSED
     assert statistics.median(readings) < cut_out.cpu_per_element, (readings, cut_out.cpu_per_element)
+
+
+def test_what_a_background_thread_does_is_not_a_runs():
+    """Per thread (ns on a core, ns waiting for one): a thread busy before the run keeps its rate
+    and its waits out of the run's; a run's own threads count in full."""
+    from plumbkit.host.threads import Background, runnable_seconds
+    background = Background({"user": (0.4, 0.2)})  # 0.4 of a core, 0.2 s waiting per second
+    before = {"user": (0, 0), "worker": (0, 0)}
+    after = {"user": (400_000_000, 300_000_000), "worker": (100_000_000, 50_000_000)}
+    # over one second it did no more than in the background: it is not one of the run's threads
+    assert runnable_seconds(before, after, background=background, wall=1.0) == pytest.approx(0.05)
+    assert runnable_seconds(before, after) == pytest.approx(0.35)  # all of it, the wrong answer
+    # at most what the thread did: beside the run it may have got fewer cycles than its rate
+    assert background.cpu_spent(before, after, 2.0) == pytest.approx(0.4)
+    assert background.cpu_spent(before, after, 0.5) == pytest.approx(0.2)
+
+
+def _sleeps_3_ms(x):
+    def wait(v):
+        time.sleep(0.003)
+        return v
+    out = tf.py_function(wait, [x], tf.int64)
+    out.set_shape([])
+    return out
+
+
+@contextlib.contextmanager
+def a_busy_thread(share: float = 0.4):
+    """A thread of the user's, busy ``share`` of a core in bursts, outside the GIL (NumPy)."""
+    stop = threading.Event()
+
+    def burn():
+        a = np.random.rand(200, 200)
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < 0.003:
+                a @ a
+            time.sleep(0.003 * (1 - share) / share)
+    thread = threading.Thread(target=burn, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@measured_against_the_clock
+def test_a_thread_left_busy_beside_the_calibration_does_not_make_a_waiting_map_read_as_computing():
+    """A thread the user left busy (a training loop, another iterator) spends CPU and waits for
+    cores while an operator is timed, and both were read as the operator's: a 3 ms sleeping
+    ``py_function`` read 3.2 ms of CPU and 0.7 ms of latency beside 0.4 of a core (alone 0.34 and
+    3.4), so it was taken as computing and its fill got no calls in flight. The background is
+    measured first and taken out, and calls in flight settle what the clocks misread. The same
+    calibration without the background taken out reads it dearer (the wrong answer)."""
+    from plumbkit.analysis.costs import classify
+    ds = tf.data.Dataset.range(10**6).map(_sleeps_3_ms)
+    pipeline = pipeline_of(ds)
+    name = next(op.name for op in pipeline if op.kind == "map")
+    with a_busy_thread():
+        cost = cal.calibrate(ds, pipeline, names={name}).costs[name]
+        with mock.patch.object(cal, "measure_background", lambda: NO_BACKGROUND):
+            counted = cal.calibrate(ds, pipeline, names={name}).costs[name]
+    bound = classify(cost.cpu_per_element, cost.latency_per_element, cost.probe_cpu_per_element, overlaps=cost.overlaps)
+    assert bound == "latency" and cost.cpu_per_element < 0.0015, cost
+    assert 0.002 < cost.latency_per_element < 0.006, cost
+    assert counted.probe_cpu_per_element > 2 * cost.probe_cpu_per_element, (counted, cost)

@@ -68,7 +68,8 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
     if cost is not None and cost.latency_per_element is not None:
         latency, latency_from = cost.latency_per_element, PROBED
         probe_cpu = cost.probe_cpu_per_element
-    bound = classify(cpu, latency if latency_from == PROBED else None, probe_cpu)
+    bound = classify(cpu, latency if latency_from == PROBED else None, probe_cpu,
+                     overlaps=cost is not None and cost.overlaps)
     python, python_from = gil_time(holds_gil, bound, cpu, cpu_from, cost)
     parallel = cost.parallel_cpu_per_element if cost is not None and cpu_from == CALIBRATED else None
     return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from, bound=bound,
@@ -100,12 +101,16 @@ def gil_time(holds_gil: bool, bound: str | None, cpu: float | None, cpu_from: st
     return cpu, cpu_from
 
 
-def classify(cpu: float | None, probed_latency: float | None, probe_cpu: float | None) -> str | None:
+def classify(cpu: float | None, probed_latency: float | None, probe_cpu: float | None, *,
+             overlaps: bool = False) -> str | None:
     """``"latency"`` when one call at a time waits most of its wall time, else ``"cpu"``.
 
     Only a probe (the operator alone, one call at a time) can say so: in the pipeline, wall time
-    also counts waiting for a core, which depends on the neighbours.
+    also counts waiting for a core, which depends on the neighbours. An operator that ``overlaps``
+    (calls in flight sped it up past what the cores could) waits, whatever its clocks read.
     """
+    if overlaps:
+        return "latency"
     if probed_latency is not None:
         reference = probe_cpu if probe_cpu is not None else cpu
         if reference is not None and probed_latency >= LATENCY_RATIO * max(reference, 1e-9):

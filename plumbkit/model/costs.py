@@ -48,6 +48,12 @@ class OperatorCost:
     #: spare: wall seconds per element so, the GIL's time per element as its calls see it (its
     #: Python and TensorFlow's side of each call, hand-offs included; None: they did not queue)
     gil_per_element: float | None = None
+    #: Its wall time per element one call at a time over that with ``in_flight_calls`` in flight
+    #: (None: not measured). Above the cores plus one, more calls in flight did what more cores
+    #: could not: it waits, whatever the CPU clock and the run-queue accounting read
+    in_flight_speedup: float | None = None
+    #: ``in_flight_speedup`` was above the cores plus one: it waits (see there)
+    overlaps: bool = False
     #: An operator that ran one call at a time but has a parallel form: its CPU per element
     #: measured again with ``parallel_calls`` calls in flight (a plan that parallelizes it runs
     #: it so, and CPU per element falls with concurrency)

@@ -38,6 +38,7 @@ from tensorflow.python.data.util import structure
 from tensorflow.python.ops import gen_dataset_ops
 
 from ..host.machine import available_cores
+from ..host.threads import NO_BACKGROUND, Background, measure_background, runnable_seconds, schedstat
 from ..model.costs import ALONE, FUSED, SOURCE, Calibration, OperatorCost
 from ..model.pipeline import Operator, Pipeline
 from ..tunables import (
@@ -85,6 +86,11 @@ PASS_THROUGH_KINDS = frozenset({"prefetch", "cache", "repeat", "take", "skip", "
                                 "assert_cardinality", "options"})
 
 
+#: What this process's threads do while nothing is pulled, measured when a calibration starts and
+#: subtracted from each of its runs (:mod:`..host.threads`); calibrations run one at a time.
+_background: Background = NO_BACKGROUND
+
+
 @dataclass(frozen=True)
 class Hint:
     """What the live trace says about an operator, to size the calibration runs."""
@@ -111,24 +117,35 @@ def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hi
     many calls in flight, as a plan would run it. Never raises for one operator: an
     operator TensorFlow cannot run alone is reported with ``cpu_per_element=None`` and why.
     """
+    global _background
     t0 = time.perf_counter()
     hints = hints or {}
     options = _alone(options if options is not None else ds.options())
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
     todo = [op for op in pipeline if names is None or op.name in names]
     costs: dict[str, OperatorCost] = {}
-    for i, op in enumerate(todo):
-        if on_progress is not None:
-            on_progress(f"calibrating {op.label}", i / max(1, len(todo)))
-        hint = hints.get(op.name, Hint())
-        start = time.perf_counter()
-        try:
-            cost = _calibrate_operator(graph_def, op, options, hint, parallel_calls)
-        except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError) as err:
-            cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {first_line(err)}")
-        costs[op.name] = _replace_seconds(cost, time.perf_counter() - start)
+    _quiet()  # the trace's iterators wound down: what is left runs in the background
+    _background = measure_background()
+    try:
+        for i, op in enumerate(todo):
+            if on_progress is not None:
+                on_progress(f"calibrating {op.label}", i / max(1, len(todo)))
+            costs[op.name] = _calibrate_timed(graph_def, op, options, hints.get(op.name, Hint()), parallel_calls)
+    finally:
+        _background = NO_BACKGROUND
     consumer = consumer_cpu_per_batch(ds)
     return Calibration(costs=costs, consumer_cpu_per_batch=consumer, seconds=time.perf_counter() - t0)
+
+
+def _calibrate_timed(graph_def, op: Operator, options, hint: Hint, parallel_calls: int | None) -> OperatorCost:
+    """One operator's cost and the seconds its calibration took (never raises for TensorFlow's
+    refusals: the cost says why it was not calibrated)."""
+    start = time.perf_counter()
+    try:
+        cost = _calibrate_operator(graph_def, op, options, hint, parallel_calls)
+    except (tf.errors.OpError, graph_edits.RewriteError, ValueError, TypeError) as err:
+        cost = OperatorCost(op.name, op.label, None, how=f"not calibrated: {first_line(err)}")
+    return _replace_seconds(cost, time.perf_counter() - start)
 
 
 def _alone(options: tf.data.Options) -> tf.data.Options:
@@ -181,34 +198,6 @@ class _Run:
         return max(0.0, self.wall - self.runnable)
 
 
-def _schedstat() -> dict[str, tuple[int, int]]:
-    """Per thread of this process: (ns on a core, ns ready but waiting for one), from Linux's
-    ``/proc/self/task/*/schedstat`` (empty where it is not available)."""
-    out: dict[str, tuple[int, int]] = {}
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/schedstat") as f:
-                on_cpu, waiting = f.read().split()[:2]
-            out[task] = (int(on_cpu), int(waiting))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def runnable_seconds(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> float:
-    """Seconds the threads that did a run's work spent ready to run but waiting for a core
-    (idle threads of other iterators, which wake now and then, are left out)."""
-    deltas = {t: (c - before.get(t, (0, 0))[0], w - before.get(t, (0, 0))[1]) for t, (c, w) in after.items()}
-    total = sum(max(0, c) for c, _ in deltas.values())
-    if total <= 0:
-        return 0.0
-    return sum(max(0, w) for c, w in deltas.values() if c >= WORKER_SHARE * total) / 1e9
-
-
 class _Driver:
     """Pulls elements from one long-lived iterator inside TensorFlow (a graph loop calling
     ``get_next``: no Python per element), so the iterator's start-up (threads, function
@@ -233,12 +222,15 @@ class _Driver:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling
         their buffers after the last step, and that work belongs to this run (it starts and ends
         with full buffers, so it did exactly its elements' work)."""
-        q0 = _schedstat() if self.latency else {}
+        q0 = schedstat() if self.latency or _background.rates else {}
         c0, w0 = time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
         wall = time.perf_counter() - w0
-        runnable = runnable_seconds(q0, _schedstat()) if self.latency else 0.0
-        return _Run(_quiet() - c0, wall, nexts * self.per_next, self.per_next, runnable)
+        runnable = runnable_seconds(q0, schedstat(), background=_background, wall=wall) if self.latency else 0.0
+        cpu = _quiet() - c0
+        if _background.rates:  # the user's busy threads are not the run's
+            cpu -= _background.cpu_spent(q0, schedstat(), time.perf_counter() - w0)
+        return _Run(max(0.0, cpu), wall, nexts * self.per_next, self.per_next, runnable)
 
 
 @functools.lru_cache(maxsize=64)
@@ -260,14 +252,16 @@ def _puller(types: tuple, shapes: tuple):
 
 
 def _quiet(step: float = QUIET_STEP_SECONDS, max_wait: float = 0.5) -> float:
-    """Wait until this process stops using CPU (background threads done); the CPU clock then."""
+    """Wait until this process's threads are back to what they do in the background (a run's
+    buffers refilled); the CPU clock then."""
     deadline = time.perf_counter() + max_wait
+    quiet = (QUIET_SHARE + _background.cpu_rate) * step
     while True:
         c0 = time.process_time()
         time.sleep(step)
         c1 = time.process_time()
-        if c1 - c0 < QUIET_SHARE * step or time.perf_counter() > deadline:
-            return c0 if c1 - c0 < QUIET_SHARE * step else c1
+        if c1 - c0 < quiet or time.perf_counter() > deadline:
+            return c0 if c1 - c0 < quiet else c1
 
 
 def _built(graph_def, node: str, options: tf.data.Options | None) -> tf.data.Dataset:
@@ -510,27 +504,40 @@ def _probe(graph_def, top: str, options, cost: OperatorCost, read_wall: float, *
                 break
             steps = _clamp(steps * min(8.0, PROBE_WALL_SECONDS / max(run.wall, 1e-6)), steps + 1, MAX_STEPS)
     latency = max(0.0, run.waiting / run.elements - read_wall)
-    cost = _replace(cost, latency_per_element=latency, probe_cpu_per_element=run.cpu / run.elements,
+    cpu, wall = run.cpu / run.elements, max(0.0, run.wall / run.elements - read_wall)
+    cost = _replace(cost, latency_per_element=latency, probe_cpu_per_element=cpu,
                     python_share=_share(python[0] - before, run.cpu) if holds_gil else None)
     # waiting, it runs with many calls in flight in a plan: its CPU and Python share as it will
-    if latency >= LATENCY_RATIO * max(run.cpu / run.elements, 1e-9):
-        cost = _in_flight(graph_def, top, options, cost, holds_gil=holds_gil)
-    return cost
+    if latency >= LATENCY_RATIO * max(cpu, 1e-9):
+        return _in_flight(graph_def, top, options, cost, holds_gil=holds_gil, sequential_wall=wall)
+    if wall < PROBE_CANDIDATE_RATIO * max(cpu, 1e-9):
+        return cost
+    # The clocks may misread a wait (threads the user left busy, TensorFlow's pools spinning on
+    # a shared machine: a 3 ms sleeping py_function read 3.2 ms of CPU and 0.7 ms of latency):
+    # calls in flight say it directly, as they speed it up past what the cores could
+    overlapped = _in_flight(graph_def, top, options, cost, holds_gil=holds_gil, sequential_wall=wall)
+    if not overlapped.overlaps:
+        return cost
+    return _replace(overlapped, latency_per_element=max(latency, wall - overlapped.cpu_per_element))
 
 
-def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: bool) -> OperatorCost:
+def _in_flight(graph_def, top: str, options, cost: OperatorCost, *, holds_gil: bool,
+               sequential_wall: float) -> OperatorCost:
     """A waiting operator with IN_FLIGHT_CALLS calls in flight (tf.data's pool raised to match):
-    its CPU (and Python) per element as a plan that raises its concurrency will run it."""
+    its CPU (and Python) per element as a plan that raises its concurrency will run it, and how
+    much faster than one call at a time (``sequential_wall`` seconds per element) it ran."""
     driver = _with_calls_in_flight(graph_def, top, options, IN_FLIGHT_CALLS)
     if driver is None:
         return cost  # no parallel form: it runs one call at a time, as probed
-    latency = cost.latency_per_element or 1e-3
+    latency = max(cost.latency_per_element or 0.0, sequential_wall, 1e-4)
     steps = _clamp(IN_FLIGHT_CALLS * PROBE_WALL_SECONDS / latency, 2 * IN_FLIGHT_CALLS, MAX_STEPS)
     with python_call_cpu() as python:
         run = driver.run(steps)
+    speedup = sequential_wall / (run.wall / run.elements) if run.wall > 0 else None
     cost = _replace(cost, cpu_per_element=min(cost.cpu_per_element or math.inf, run.cpu / run.elements),
                     python_share=_share(python[0], run.cpu) if holds_gil else None,
-                    in_flight_calls=IN_FLIGHT_CALLS)
+                    in_flight_calls=IN_FLIGHT_CALLS, in_flight_speedup=speedup,
+                    overlaps=speedup is not None and speedup > available_cores() + 1)
     return _queued(graph_def, top, options, cost) if holds_gil else cost
 
 
