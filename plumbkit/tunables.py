@@ -69,7 +69,7 @@ WORKER_SHARE = 0.05
 #: Sensitive to: the core count and the load (more cores: less waiting for one; a busy machine:
 #: more operators probed, which costs time, not accuracy).
 #: Measured at run time: the probe already reads the kernel's run-queue waits
-#: (``calibrate.runnable_seconds``); the trace could read them too and replace this guess.
+#: (``host.threads.runnable_seconds``); the trace could read them too and replace this guess.
 PROBE_CANDIDATE_RATIO = 1.5
 #: Probed one call at a time, an operator whose wall time per element is at least this many
 #: times its CPU mostly waits: it is latency-bound. One threshold for the calibration's probe

@@ -118,8 +118,8 @@ def test_what_a_background_thread_does_is_not_a_runs():
     before = {"user": (0, 0), "worker": (0, 0)}
     after = {"user": (400_000_000, 300_000_000), "worker": (100_000_000, 50_000_000)}
     # over one second it did no more than in the background: it is not one of the run's threads
-    assert runnable_seconds(before, after, background=background, wall=1.0) == pytest.approx(0.05)
-    assert runnable_seconds(before, after) == pytest.approx(0.35)  # all of it, the wrong answer
+    assert runnable_seconds(before, after, worker_share=0.05, background=background, wall=1.0) == pytest.approx(0.05)
+    assert runnable_seconds(before, after, worker_share=0.05) == pytest.approx(0.35)  # all of it, the wrong answer
     # at most what the thread did: beside the run it may have got fewer cycles than its rate
     assert background.cpu_spent(before, after, 2.0) == pytest.approx(0.4)
     assert background.cpu_spent(before, after, 0.5) == pytest.approx(0.2)

@@ -16,8 +16,6 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ..tunables import WORKER_SHARE
-
 #: Per thread id: (ns on a core, ns ready to run but waiting for one).
 Schedstat = dict[str, tuple[int, int]]
 
@@ -84,12 +82,12 @@ def measure_background(seconds: float = 0.05) -> Background:
     return Background(rates)
 
 
-def runnable_seconds(before: Schedstat, after: Schedstat, *, background: Background = NO_BACKGROUND,
-                     wall: float = 0.0) -> float:
+def runnable_seconds(before: Schedstat, after: Schedstat, *, worker_share: float,
+                     background: Background = NO_BACKGROUND, wall: float = 0.0) -> float:
     """Seconds the threads that did a run's work spent ready to run but waiting for a core.
 
-    Idle threads of other iterators, which wake now and then, are left out (under WORKER_SHARE
-    of the run's CPU), and so is what ``background`` threads did over the run's ``wall`` seconds:
+    Idle threads of other iterators, which wake now and then, are left out (under
+    ``worker_share`` of the run's CPU), and so is what ``background`` threads did over the run's ``wall`` seconds:
     a busy thread of the user's waits for a core too, and that wait is not the run's.
     """
     deltas = {}
@@ -101,7 +99,7 @@ def runnable_seconds(before: Schedstat, after: Schedstat, *, background: Backgro
     total = sum(c for c, _ in deltas.values())
     if total <= 0:
         return 0.0
-    return sum(w for c, w in deltas.values() if c >= WORKER_SHARE * total)
+    return sum(w for c, w in deltas.values() if c >= worker_share * total)
 
 
 __all__ = ["Background", "NO_BACKGROUND", "Schedstat", "measure_background", "runnable_seconds", "schedstat"]

@@ -226,7 +226,8 @@ class _Driver:
         c0, w0 = time.process_time(), time.perf_counter()
         self._pull(self._handle, tf.constant(nexts, tf.int64))
         wall = time.perf_counter() - w0
-        runnable = runnable_seconds(q0, schedstat(), background=_background, wall=wall) if self.latency else 0.0
+        runnable = runnable_seconds(q0, schedstat(), worker_share=WORKER_SHARE,
+                                    background=_background, wall=wall) if self.latency else 0.0
         cpu = _quiet() - c0
         if _background.rates:  # the user's busy threads are not the run's
             cpu -= _background.cpu_spent(q0, schedstat(), time.perf_counter() - w0)
