@@ -14,6 +14,7 @@ import tensorflow as tf
 import plumbkit
 from plumbkit.bench.examples import planted_work
 from plumbkit.host.threads import NO_BACKGROUND
+from plumbkit.tunables import QUIET_SHARE
 from plumbkit.model.costs import FUSED
 from plumbkit.tfdata import calibrate as cal
 from plumbkit.tfdata.graph import pipeline_of
@@ -167,9 +168,11 @@ def test_a_thread_left_busy_beside_the_calibration_does_not_make_a_waiting_map_r
     ds = tf.data.Dataset.range(10**6).map(_sleeps_3_ms)
     pipeline = pipeline_of(ds)
     name = next(op.name for op in pipeline if op.kind == "map")
+    assert cal.measure_background(quiet_share=QUIET_SHARE) == NO_BACKGROUND  # quiet: nothing taken out
     with a_busy_thread():
+        assert cal.measure_background(quiet_share=QUIET_SHARE).cpu_rate > QUIET_SHARE
         cost = cal.calibrate(ds, pipeline, names={name}).costs[name]
-        with mock.patch.object(cal, "measure_background", lambda: NO_BACKGROUND):
+        with mock.patch.object(cal, "measure_background", lambda **_: NO_BACKGROUND):
             counted = cal.calibrate(ds, pipeline, names={name}).costs[name]
     bound = classify(cost.cpu_per_element, cost.latency_per_element, cost.probe_cpu_per_element, overlaps=cost.overlaps)
     assert bound == "latency" and cost.cpu_per_element < 0.0015, cost

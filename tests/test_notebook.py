@@ -332,15 +332,17 @@ def test_the_live_view_costs_one_analysis_and_one_lp_per_redraw(ip, shown, monke
         return wrapper
     monkeypatch.setattr(trace_result, "analyze", counted("analyses", trace_result.analyze))
     monkeypatch.setattr(lp, "_solve", counted("lp", lp._solve))  # every cvxpy solve goes through it
+    started = time.monotonic()
     ip.run_cell_magic("plumb", "-s 2.5", CELL)
     widget = magics(ip).last_widget
     trace = widget.wait(30)
+    live_seconds = time.monotonic() - started  # the trace, then its calibration: redrawn throughout
     snapshots = len(trace.raw.snapshots)
     assert widget.live.renders >= 3  # it was live
     assert counts["analyses"] <= snapshots + 1  # at most one per snapshot (+ the final trace)
     assert counts["analyses"] <= widget.live.renders + 1  # none built that no redraw used
     assert counts["lp"] <= counts["analyses"]
-    assert counts["lp"] <= trace.elapsed / 1.0 + 2  # the bound under the table: once a second
+    assert counts["lp"] <= live_seconds / 1.0 + 2  # the bound under the table: once a second, and the last
     settle()
 
 

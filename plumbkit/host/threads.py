@@ -64,22 +64,29 @@ class Background:
 NO_BACKGROUND = Background()
 
 #: Below this many cores, a thread's activity is an idle pool thread waking, not background work.
-BACKGROUND_FLOOR = 0.02
+BACKGROUND_FLOOR = 0.05
 
 
-def measure_background(seconds: float = 0.05) -> Background:
-    """What this process's threads do over ``seconds`` while the caller does nothing (threads
-    busier than BACKGROUND_FLOOR of a core; the rest are idle)."""
-    before, t0 = schedstat(), time.perf_counter()
-    time.sleep(seconds)
-    after, wall = schedstat(), time.perf_counter() - t0
-    rates = {}
-    for task, (cpu, waited) in after.items():
-        cpu0, waited0 = before.get(task, (cpu, waited))
-        rate = (cpu - cpu0) / 1e9 / wall
-        if rate >= BACKGROUND_FLOOR:
-            rates[task] = (rate, max(0.0, (waited - waited0) / 1e9 / wall))
-    return Background(rates)
+def measure_background(seconds: float = 0.05, *, quiet_share: float, windows: int = 2) -> Background:
+    """What this process's threads keep doing while the caller does nothing: per thread, its
+    lowest rate over ``windows`` windows of ``seconds`` (a pool thread that wakes once is not
+    background work), threads under BACKGROUND_FLOOR of a core left out; nothing at all when the
+    process as a whole stays under ``quiet_share`` of a core (it is quiet: TensorFlow's pool
+    threads wake now and then, and the next run's work lands on those same threads)."""
+    readings = []
+    for _ in range(windows):
+        before, t0 = schedstat(), time.perf_counter()
+        time.sleep(seconds)
+        after, wall = schedstat(), time.perf_counter() - t0
+        readings.append({task: ((cpu - before[task][0]) / 1e9 / wall,
+                                max(0.0, (waited - before[task][1]) / 1e9 / wall))
+                         for task, (cpu, waited) in after.items() if task in before})
+    rates = {task: min(r[task] for r in readings) for task in readings[-1]
+             if all(task in r for r in readings)}
+    busy = {task: rate for task, rate in rates.items() if rate[0] >= BACKGROUND_FLOOR}
+    if sum(cpu for cpu, _ in busy.values()) < quiet_share:
+        return NO_BACKGROUND
+    return Background(busy)
 
 
 def runnable_seconds(before: Schedstat, after: Schedstat, *, worker_share: float,

@@ -125,7 +125,7 @@ def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hi
     todo = [op for op in pipeline if names is None or op.name in names]
     costs: dict[str, OperatorCost] = {}
     _quiet()  # the trace's iterators wound down: what is left runs in the background
-    _background = measure_background()
+    _background = measure_background(quiet_share=QUIET_SHARE)
     try:
         for i, op in enumerate(todo):
             if on_progress is not None:
