@@ -12,12 +12,13 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.analysis.costs import classify
 from plumbkit.bench.examples import planted_work
-from plumbkit.host.threads import NO_BACKGROUND
-from plumbkit.tunables import QUIET_SHARE
+from plumbkit.host.threads import NO_BACKGROUND, Background, runnable_seconds
 from plumbkit.model.costs import FUSED
 from plumbkit.tfdata import calibrate as cal
 from plumbkit.tfdata.graph import pipeline_of
+from plumbkit.tunables import QUIET_SHARE
 
 from conftest import measured_against_the_clock
 
@@ -111,10 +112,9 @@ def test_a_map_tf_data_fused_with_its_batch_is_calibrated_in_that_form():
     assert statistics.median(readings) < cut_out.cpu_per_element, (readings, cut_out.cpu_per_element)
 
 
-def test_what_a_background_thread_does_is_not_a_runs():
+def test_what_a_background_thread_does_is_not_the_runs():
     """Per thread (ns on a core, ns waiting for one): a thread busy before the run keeps its rate
     and its waits out of the run's; a run's own threads count in full."""
-    from plumbkit.host.threads import Background, runnable_seconds
     background = Background({"user": (0.4, 0.2)})  # 0.4 of a core, 0.2 s waiting per second
     before = {"user": (0, 0), "worker": (0, 0)}
     after = {"user": (400_000_000, 300_000_000), "worker": (100_000_000, 50_000_000)}
@@ -164,7 +164,6 @@ def test_a_thread_left_busy_beside_the_calibration_does_not_make_a_waiting_map_r
     3.4), so it was taken as computing and its fill got no calls in flight. The background is
     measured first and taken out, and calls in flight settle what the clocks misread. The same
     calibration without the background taken out reads it dearer (the wrong answer)."""
-    from plumbkit.analysis.costs import classify
     ds = tf.data.Dataset.range(10**6).map(_sleeps_3_ms)
     pipeline = pipeline_of(ds)
     name = next(op.name for op in pipeline if op.kind == "map")

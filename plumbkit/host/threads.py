@@ -4,7 +4,7 @@ Calibration times an operator by this process's CPU clock and the kernel's run-q
 (``/proc/self/task/*/schedstat``). Threads the user left running in the same process (a training
 loop in a thread, a live widget, an iterator still prefetching) spend CPU and wait for cores
 while an operator is timed, and both were counted as the operator's: beside a thread using 0.4 of
-a core, an 8 ms sleeping ``py_function`` read 3.2 ms of CPU and 0.7 ms of latency (alone 0.34 and
+a core, a 3 ms sleeping ``py_function`` read 3.2 ms of CPU and 0.7 ms of latency (alone 0.34 and
 3.4), so it was taken as computing and got no calls in flight. :func:`measure_background` reads
 what the threads do while nothing is pulled; a run subtracts it, per thread, over its length.
 Linux only; elsewhere there is nothing to read and nothing is subtracted.
@@ -94,8 +94,8 @@ def runnable_seconds(before: Schedstat, after: Schedstat, *, worker_share: float
     """Seconds the threads that did a run's work spent ready to run but waiting for a core.
 
     Idle threads of other iterators, which wake now and then, are left out (under
-    ``worker_share`` of the run's CPU), and so is what ``background`` threads did over the run's ``wall`` seconds:
-    a busy thread of the user's waits for a core too, and that wait is not the run's.
+    ``worker_share`` of the run's CPU), and so is what ``background`` threads did over the run's
+    ``wall`` seconds: a busy thread of the user's waits for a core too, and that wait is not the run's.
     """
     deltas = {}
     for task, (cpu, waited) in after.items():

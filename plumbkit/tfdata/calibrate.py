@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import statistics
 import time
 from dataclasses import dataclass
