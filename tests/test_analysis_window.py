@@ -54,3 +54,23 @@ def test_an_operator_below_a_filled_cache_is_charged_only_what_it_ran_in_the_win
     assert ops["decode"].cpu_seconds == pytest.approx(0.5, rel=0.01)
     assert ops["aug"].cpu_seconds == pytest.approx(1.125, rel=0.01)
     assert a.attributed_cpu_seconds <= a.cpu_seconds * 1.01
+
+
+def test_an_operator_the_sampler_never_saw_running_has_its_declared_element_size():
+    """A trace shorter than an epoch's nodes live (CI: 120 minibatches in 0.03 s, one snapshot,
+    taken after the first epoch's nodes were gone) measured no bytes for the map: its elements'
+    size is then the one its graph declares, and a measured size always wins over it."""
+    pipe = Pipeline(operators={
+        "widen": Operator("widen", "MapDataset", "map", inputs=("range",), label="map(widen)",
+                          static_bytes=1 << 20),
+        "range": Operator("range", "RangeDataset", "range", label="range", static_bytes=8),
+    }, root="widen")
+    unseen = {1: node(1, "Root", [2], 120, 0), 2: node(2, "Map", [3], 0, 0), 3: node(3, "Range", [], 0, 0)}
+    ops = {o.name: o for o in analyze(pipe, RawTrace(snapshots=[Snapshot(t=0.03, cpu=0.01, rss=0, nodes=unseen)],
+                                                     cores=2)).ops}
+    assert ops["widen"].elements == 0 and ops["widen"].bytes_per_element == 1 << 20
+    assert ops["range"].bytes_per_element == 8
+    seen = {1: node(1, "Root", [2], 120, 0), 2: node(2, "Map", [3], 120, MS), 3: node(3, "Range", [], 120, 0)}
+    ops = {o.name: o for o in analyze(pipe, RawTrace(snapshots=[Snapshot(t=0.03, cpu=0.01, rss=0, nodes=seen)],
+                                                     cores=2)).ops}
+    assert ops["widen"].bytes_per_element == 4  # what the runtime measured (node(): 4 bytes an element)

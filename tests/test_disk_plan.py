@@ -164,7 +164,17 @@ def test_a_tier_slower_than_recomputing_is_never_chosen(cheap, probed):
                              memory_budget=TINY_MEMORY, root=pipeline_of(ds).root)
         assert not _tier_changes(d) and d.tier is None
         assert not [o for o in d.options if any(c.what == "disk_tier" for c in o.changes)]
-        assert any(n.startswith("no disk tier: reading map(widen) back") for n in d.notes)
+        assert any(n.startswith("no disk tier: reading map(widen) back") for n in d.notes), (d.notes, repr(trace))
+
+
+def test_an_elements_declared_size_is_read_from_the_graph_only_where_it_is_fixed():
+    """What a trace falls back on when it never saw an operator run (test_analysis_window)."""
+    ds = (tf.data.Dataset.range(64).map(lambda x: (tf.zeros([1 << 20], tf.uint8), tf.cast(x, tf.float32)))
+          .batch(4, drop_remainder=True))
+    sizes = {op.label: op.static_bytes for op in pipeline_of(ds)}
+    assert sizes == {"batch(4)": 4 * ((1 << 20) + 4), "map(lambda)": (1 << 20) + 4, "range": 8}
+    ragged = tf.data.Dataset.from_tensor_slices(["a", "bc"]).batch(2)  # strings, a last batch of any size
+    assert {op.static_bytes for op in pipeline_of(ragged)} == {None}
 
 
 def test_a_shuffle_below_the_decode_is_offered_moved_above_the_cache_never_applied(probed):

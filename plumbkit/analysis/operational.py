@@ -304,6 +304,8 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
     if C and V:
         rate = math.inf if U <= 0 else (C / U) / V
     bpe = _bytes_per_element(op, ev.pipeline, rmap, ev.window.deltas)
+    if bpe is None:  # not sampled (a trace shorter than its first epoch's nodes lived): as declared
+        bpe = op.static_bytes
     n = ev.cardinalities.get(op.name)
     materialized = None
     if n is not None and math.isfinite(n) and bpe is not None and not ev.random_below[op.name]:

@@ -108,6 +108,7 @@ class Operator:
     deterministic: str | None = None  # the op's `deterministic` attribute where it has one
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)
     holds_gil: bool = False  # runs Python (py_function, numpy_function, from_generator): one thread at a time
+    static_bytes: int | None = None  # one element's bytes from the graph's types and shapes (None: not fixed)
 
     @property
     def reads_files(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import math
 import os
 import re
 from typing import Any, Callable, Iterable
@@ -355,6 +356,7 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
             random=bool(random), files=tuple(files), deterministic=deterministic,
             inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
             holds_gil=node.op in PYTHON_OPS or any(library.calls_python(f) for f in functions),
+            static_bytes=_static_bytes(node),
         )
         stack.extend(reversed(inputs))
     ordered = _preorder(operators, root)
@@ -452,6 +454,21 @@ def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:
     del retval.input[:]
     retval.input.append(node)
     return gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
+
+
+def _static_bytes(node) -> int | None:
+    """Bytes of one element from the node's declared types and shapes, when every component is a
+    fixed-size tensor of fully known shape (None for strings, variants, ragged or unknown dims)."""
+    types_attr = "output_types" if "output_types" in node.attr else "Toutput_types"
+    if types_attr not in node.attr or "output_shapes" not in node.attr:
+        return None
+    total = 0
+    for t, s in zip(node.attr[types_attr].list.type, node.attr["output_shapes"].list.shape, strict=False):
+        dtype = tf.dtypes.as_dtype(t)
+        if dtype in (tf.string, tf.variant, tf.resource) or s.unknown_rank or any(d.size < 0 for d in s.dim):
+            return None
+        total += dtype.size * math.prod(d.size for d in s.dim)
+    return total if node.attr[types_attr].list.type else None
 
 
 def dataset_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.data.Dataset:
