@@ -6,6 +6,8 @@ on a busy machine), its cache directory (pytest's tmp_path, never ~/.cache) is p
 and the plan is made from both. 23 s at load 6-7 on 2 cores.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -165,6 +167,18 @@ def test_a_tier_slower_than_recomputing_is_never_chosen(cheap, probed):
         assert not _tier_changes(d) and d.tier is None
         assert not [o for o in d.options if any(c.what == "disk_tier" for c in o.changes)]
         assert any(n.startswith("no disk tier: reading map(widen) back") for n in d.notes), (d.notes, repr(trace))
+
+
+def test_a_disk_too_full_for_the_cache_is_said_with_or_without_a_budget(expensive, probed):
+    ds, trace = expensive
+    node = next(op.name for op in trace.pipeline if op.label == "map(decode)")
+    full = dataclasses.replace(probe_directory(probed, 1024), free_bytes=1000.0)  # the real probe, a full disk
+    for budget in (100e6, None):
+        d = decide_with_disk(trace, disk_budget=budget, directory=str(probed), measured={node: full},
+                             memory_budget=TINY_MEMORY, root=pipeline_of(ds).root)
+        assert not _tier_changes(d) and not [o for o in d.options if any(c.what == "disk_tier" for c in o.changes)]
+        [line] = [n for n in d.notes if n.startswith("no disk tier: map(decode)")]
+        assert "needs" in line and "has 1.0 KB free" in line, line
 
 
 def test_an_elements_declared_size_is_read_from_the_graph_only_where_it_is_fixed():

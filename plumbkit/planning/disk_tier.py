@@ -170,6 +170,18 @@ def refusal(candidates: list[TierCandidate], measured: Mapping[str, DiskMeasurem
             f"estimate); nothing is written to disk")
 
 
+def no_room_line(candidates: list[TierCandidate], measured: Mapping[str, DiskMeasurement]) -> str | None:
+    """One line when no measured candidate fits even the disk's free space (budget or not)."""
+    measured_ones = [c for c in candidates if c.node in measured]
+    if not measured_ones or any(fits_on_disk(c, room_on_disk(measured[c.node], None)) for c in measured_ones):
+        return None
+    smallest = min(measured_ones, key=lambda c: c.bytes)
+    m = measured[smallest.node]
+    return (f"no disk tier: {smallest.label}, the smallest place for one, needs {_need(smallest)} (with a "
+            f"{ESTIMATE_MARGIN:.0%} margin for the estimate); {m.directory} has {human_bytes(m.free_bytes)} free, "
+            f"of which a tier may take {DISK_FREE_SHARE:.0%}")
+
+
 def _need(c: TierCandidate) -> str:
     return human_bytes(c.bytes * (1 + ESTIMATE_MARGIN))
 

@@ -12,8 +12,8 @@ from ..model.disk_measurement import DiskMeasurement
 from ..model.plan import CacheDecision
 from ..tunables import TIER_GAIN
 from .decisions import Decisions, decide
-from .disk_tier import (TierCandidate, fits_on_disk, plan_tier, refusal, room_on_disk, slower_line, tier_candidates,
-                        tier_decision, tier_option, tier_reads)
+from .disk_tier import (TierCandidate, fits_on_disk, no_room_line, plan_tier, refusal, room_on_disk, slower_line,
+                        tier_candidates, tier_decision, tier_option, tier_reads)
 from .predict import evidence_from_trace
 from .shuffle_option import offer_reorder, reorder_candidate
 
@@ -71,6 +71,7 @@ def decide_with_disk(trace, *, disk_budget: float | None, directory: str,
     best = max(planned, key=lambda t: t[2].steady.throughput, default=None)
     if best is None:
         line = refusal(candidates, measured, disk_budget) if disk_budget is not None else None
+        line = line or no_room_line(candidates, measured)
         base.notes += [line] if line else []
         return base
     candidate, d, tier = best
