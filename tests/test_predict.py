@@ -176,3 +176,21 @@ def test_python_shares_one_core_in_the_prediction():
                   demands=(Demand("py", cpu=1e-3, gil=True, max_threads=64.0),))
     pred = predict(ev, Layout(threads={"py": 2}))
     assert pred.binding == GIL and pred.throughput == pytest.approx(1000.0, rel=1e-3)
+
+
+def test_the_cpu_limit_counts_the_cores_its_pools_leave_idle_per_element():
+    """A CPU-bound plan does not keep every core busy: each element through a parallel pool leaves
+    ``pool_idle`` core-seconds idle (measured, ``runtime_costs.pool_idle_per_element``). The CPU
+    limit is the cores over CPU plus that idle time, counted once per element of the busiest
+    pool (not once per pool), and a pipeline with no pool pays none."""
+    idle = 20e-6
+    ev = evidence(PAPER, PAPER_COST, PAPER_V, cores=2, runtime=RuntimeCosts(pool_idle=idle))
+    pooled = predict(ev, Layout(threads={"read": 2, "map": 10}, prefetched=frozenset({"batch"})))
+    assert pooled.idle_per_batch == pytest.approx(10 * idle)  # map and read both see 10 per minibatch
+    assert pooled.cpu_per_batch == pytest.approx(0.071)  # the CPU itself is unchanged
+    assert pooled.throughput == pytest.approx(2 / (0.071 + 10 * idle)) and pooled.binding == "CPU (2 cores)"
+    without = predict(evidence(PAPER, PAPER_COST, PAPER_V, cores=2),
+                      Layout(threads={"read": 2, "map": 10}, prefetched=frozenset({"batch"})))
+    assert without.throughput == pytest.approx(2 / 0.071) and without.idle_per_batch == 0.0
+    sequential = predict(ev, Layout())
+    assert sequential.idle_per_batch == 0.0 and 1 / sequential.throughput == pytest.approx(0.071)

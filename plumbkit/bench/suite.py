@@ -120,6 +120,10 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "neighbour_cores": {k: r.neighbour_cores for k, r in res.items()},
         "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
         "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
+        "predicted_idle_per_batch": plan.prediction.idle_per_batch,
+        # cores kept busy, measured: what the idle per hand-off predicts (the CPU limit's share)
+        "busy_cores": ((med.get("plumbkit") or 0) * (res["plumbkit"].cpu_per_batch_median or 0)
+                       if "plumbkit" in res else None),
         "protocol_notes": {k: r.notes for k, r in res.items() if r.notes},
         "predicted_plumbkit": plan.predicted_throughput,
         "predicted": plan.predictions,

@@ -51,7 +51,7 @@ from ..tfdata.graph_edits import RewriteError
 from ..tfdata.memory_guard import fill_cache
 from ..tfdata.rebuild import apply_changes
 from ..tfdata.run import count_elements
-from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost
+from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost, pool_idle_per_element
 from . import baselines as configurations
 from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
@@ -381,6 +381,7 @@ def _runtime_costs(ds: "tf.data.Dataset", original: Trace, protocol: Protocol, p
     return RuntimeCosts(consumer=consumer_ceiling(ds, window=window),
                         consumer_plain=consumer_ceiling(ds, window=window, prefetched=False),
                         handoff=handoff_cost(), cache_read=cache_read_cost(),
+                        pool_idle=pool_idle_per_element(int(original.cores)),
                         restarts=measure_restarts(ds, original))  # a short epoch repeated
 
 

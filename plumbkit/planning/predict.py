@@ -67,13 +67,16 @@ class RuntimeCosts:
     TF 2.21, minibatches of eight scalars, 33-35k/s against 16-19k/s through a prefetch, whose
     buffer the consumer wakes the producer from on every element. ``handoff``: CPU seconds per element passed to another thread (a parallel
     operator's pool, a prefetch's buffer). ``cache_read``: CPU seconds per element read back from
-    a memory cache.
+    a memory cache. ``pool_idle``: core-seconds the busy cores leave idle per element through a
+    parallel operator's pool (a woken thread starts late), so the CPU limit is the free cores
+    over the CPU *and* that idle time per minibatch.
     """
 
     consumer: float | None = None
     handoff: float = 0.0
     cache_read: float = 0.0
     consumer_plain: float | None = None
+    pool_idle: float = 0.0
     #: CPU seconds per element written into a memory cache while it fills (None: as a read)
     cache_put: float | None = None
     #: a short finite epoch repeated, and what each restart of it costs (None: not measured, or
@@ -377,6 +380,7 @@ class Prediction:
     cpu_per_batch: float  # CPU seconds per minibatch in steady state (operators + runtime)
     free: frozenset[str]  # operators that cost nothing in steady state
     cost_source: str = "trace"
+    idle_per_batch: float = 0.0  # core-seconds the busy cores stay idle per minibatch at pool hand-offs
 
 
 def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Prediction:
@@ -392,6 +396,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
     stage_work = {"consumer thread": rt.consumer_work(p.root in layout.prefetched or top.kind == "prefetch")}
     limits: dict[str, float] = {}
     cpu = stage_work["consumer thread"]
+    pooled = 0.0  # elements per minibatch through the busiest parallel operator's pool
 
     def charge(stage: str, seconds: float) -> None:
         nonlocal cpu
@@ -435,6 +440,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
+            pooled = max(pooled, V)
             if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: calibrated with calls in
                 w = ev.parallel_cost[name]  # flight, its hand-offs included (measured in its parallel form)
                 cpu += w
@@ -448,19 +454,20 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))
-    return _bound(ev, layout, free, limits, stage_work, cpu, filling=filling)
+    return _bound(ev, layout, free, limits, stage_work, cpu, filling=filling, idle=rt.pool_idle * pooled)
 
 
 def _bound(ev: Evidence, layout: Layout, free: set[str], limits: dict[str, float], stage_work: dict[str, float],
-           cpu: float, *, filling: bool) -> Prediction:
+           cpu: float, *, filling: bool, idle: float = 0.0) -> Prediction:
     """The walk's per-operator limits joined by every shared one (each stage's thread, the free
-    cores over the CPU per minibatch, the disk, the ceilings, waiting calls), the least of them
-    binding, then stretched by the epoch's restarts where a short epoch repeats."""
+    cores over the CPU per minibatch and the idle its pools' hand-offs leave, the disk, the
+    ceilings, waiting calls), the least of them binding, then stretched by the epoch's restarts
+    where a short epoch repeats."""
     for stage, work in stage_work.items():
         if work > 0:
             limits[stage] = 1.0 / work
     if cpu > 0:
-        limits[ev.cpu_limit_name] = ev.free_cores / cpu
+        limits[ev.cpu_limit_name] = ev.free_cores / (cpu + idle)
     if ev.disk and any(op.reads_files and op.name not in free and (filling or op.name not in layout.cached)
                        for op in ev.pipeline):
         limits[DISK] = ev.disk  # while a reader runs (filling: a cached one too)
@@ -476,7 +483,7 @@ def _bound(ev: Evidence, layout: Layout, free: set[str], limits: dict[str, float
         binding = (f"epoch restarts ({rate / r.minibatches:.1f} per s, {startup * 1e3:.1f} ms each) "
                    f"on {binding}")
         limits[binding] = rate
-    return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source)
+    return Prediction(limits[binding], binding, limits, cpu, frozenset(free), ev.cost_source, idle_per_batch=idle)
 
 
 def restart_seconds(ev: Evidence, layout: Layout, free: Iterable[str]) -> float:
@@ -609,11 +616,11 @@ def predict_training(ev: Evidence, layout: Layout, step: ModelDemand) -> Predict
     limits = {k: v for k, v in p.limits.items() if k != ev.cpu_limit_name}
     cpu = p.cpu_per_batch + step.cpu_per_step
     if cpu > 0:
-        limits[f"{ev.cpu_limit_name}, the training step's CPU charged"] = ev.free_cores / cpu
+        limits[f"{ev.cpu_limit_name}, the training step's CPU charged"] = ev.free_cores / (cpu + p.idle_per_batch)
     if step.ideal_steps_per_s > 0:
         limits[TRAINING_STEP] = step.ideal_steps_per_s
     binding = min(limits, key=limits.get)
-    return Prediction(limits[binding], binding, limits, cpu, p.free, p.cost_source)
+    return Prediction(limits[binding], binding, limits, cpu, p.free, p.cost_source, idle_per_batch=p.idle_per_batch)
 
 
 def prediction_error(predicted: float, measured: float) -> float:

@@ -180,7 +180,9 @@ def plan_figures(plan: "Plan") -> list[tuple[str, str]]:
     p = plan.prediction
     out = [("plan's throughput, predicted before any rewrite",
             f"{p.throughput:,.1f} minibatches/s, bound by {p.binding}"
-            + (f" ({p.cpu_per_batch * 1e3:.2f} ms of CPU per minibatch)" if p.cpu_per_batch else ""))]
+            + (f" ({p.cpu_per_batch * 1e3:.2f} ms of CPU per minibatch"
+               + (f", {p.idle_per_batch * 1e3:.2f} ms of cores idle at hand-offs" if p.idle_per_batch else "") + ")"
+               if p.cpu_per_batch else ""))]
     if (first := first_epoch_line(plan)) is not None:
         out.append(("first epoch (fills the cache)", first))
     what = "plan's first epoch (its cache filling)" if plan.first_epoch else "plan's throughput"

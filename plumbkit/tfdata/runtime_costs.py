@@ -17,6 +17,7 @@ import time
 
 import tensorflow as tf
 
+from ..host.machine import others_seconds, read_machine
 from .options import sequential_options
 from .run import Runner
 
@@ -77,6 +78,57 @@ def handoff_cost() -> float:
                                     .with_options(options), _ELEMENTS)
         diffs.append(parallel - plain)
     return max(0.0, statistics.median(diffs))
+
+
+#: The planted work per element of :func:`pool_idle_per_element` (core-seconds): that of the cheap
+#: maps a cache feeds in a plan (flips, crops, casts: 80-90 µs an element of CPU all told).
+_IDLE_WORK = 80e-6
+#: Elements per minibatch of that probe (as the bench's image pipelines batch).
+_IDLE_BATCH = 32
+#: Its windows (0.2 s each): the median (single windows read 8.6-16.4 µs on one quiet VM).
+_IDLE_WINDOWS = 5
+
+
+@functools.lru_cache(maxsize=None)
+def pool_idle_per_element(cores: int) -> float:
+    """Core-seconds that ``cores`` busy cores leave idle per element passed through a parallel
+    map's pool, measured: a planted map of ~80 µs an element, ``cores + 1`` calls in flight,
+    batched, prefetched, pulled by the plain ``next()`` loop the comparisons time; cores x wall
+    less the process CPU and less what other processes spent meanwhile, per element, the median
+    of a few windows.
+
+    Why: a pipeline whose CPU binds does not keep every core busy. Its threads hand elements to
+    each other, and a thread woken by a hand-off starts after a delay with its core idle. The
+    bench's plans that a cache feeds with cheap parallel maps kept 0.76-0.87 of 2 cores busy at
+    7k-25k elements/s, uncached plans of expensive maps 0.94-0.99; per element that is a nearly
+    constant 11-21 µs of idle core (benchmarks/results/2026-11-26-flip-detection-ab/NOTE.md).
+    """
+    def work(x):
+        m = tf.reshape(tf.cast(tf.range(1024) + tf.cast(x % 7, tf.int32), tf.float32), [32, 32]) * 1e-3
+        for _ in range(reps):
+            m = tf.tanh(tf.matmul(m, m))
+        return tf.reduce_sum(m)
+
+    reps = 1
+    probe = tf.data.Dataset.range(400).map(work).with_options(sequential_options())
+    per_rep = _cpu_per_element(probe, 400)
+    reps = max(1, min(200, round(_IDLE_WORK / max(per_rep, 1e-7))))
+    ds = (tf.data.Dataset.range(10**9).map(work, num_parallel_calls=cores + 1).batch(_IDLE_BATCH).prefetch(2)
+          .with_options(sequential_options()))
+    runner = Runner(ds)
+    try:
+        runner.consume(4, limit=10.0)
+        idle = []
+        for _ in range(_IDLE_WINDOWS):
+            m0, c0, w0, n0 = read_machine(), time.process_time(), time.perf_counter(), runner.batches
+            runner.window(0.2)
+            wall, cpu, elements = time.perf_counter() - w0, time.process_time() - c0, (runner.batches - n0) * _IDLE_BATCH
+            others = others_seconds(m0, read_machine()) or 0.0  # neighbours' CPU: not idle, taken
+            if elements:
+                idle.append(max(0.0, cores * wall - cpu - others) / elements)
+        return statistics.median(idle) if idle else 0.0
+    finally:
+        runner.close()
 
 
 @functools.lru_cache(maxsize=None)
