@@ -228,3 +228,29 @@ def test_compare_adds_interleaved_rounds_while_a_real_pair_disagrees():
     assert result.orders == [["b", "a"], ["a", "b"], ["b", "a"], ["a", "b"]]
     assert any(m.startswith("extra round 4") for m, _ in progress) and all(0 <= f <= 1 for _, f in progress)
     assert s.verdict.startswith("too noisy to tell")
+
+
+def test_an_operation_cancelled_without_a_keyboard_interrupt_ends_its_comparison_at_the_next_contender():
+    """A Ctrl-C that lands in a garbage-collector callback is dropped by Python, but the handler
+    already cancelled the running operation (``scheduler._ctrl_c_cancels``): the comparison ends
+    at the next contender, not after every round (a CI run went on for 30 s)."""
+    from plumbkit.engine.compare import BRIEF, Contender
+    from plumbkit.engine.scheduler import INTERRUPTED, Cancelled, current, operation
+
+    built = []
+
+    def contender(name):
+        def build():
+            built.append(name)
+            if name == "yours":
+                current().cancel(INTERRUPTED)  # what the dropped Ctrl-C leaves behind
+            return tf.data.Dataset.range(10**6).batch(10)
+        return Contender(name, build)
+
+    @operation("comparison under test")
+    def run():
+        return compare([contender("yours"), contender("plan")], BRIEF)
+
+    with pytest.raises(Cancelled):
+        run()
+    assert built == ["yours"]

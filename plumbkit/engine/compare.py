@@ -54,6 +54,7 @@ from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
+from .scheduler import checkpoint
 from ..tunables import LOAD_CHANGE_CORES
 
 if TYPE_CHECKING:
@@ -414,6 +415,9 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
             if should_stop is not None and should_stop():
                 comparison.complete = False
                 return comparison
+            # A Ctrl-C that Python dropped (it landed in a garbage-collector callback) still
+            # cancelled the running operation: it ends here, not after every round (CI: 30 s).
+            checkpoint()
             if on_progress is not None:
                 on_progress(f"{label}: {c.name}", done / total)
             try:
