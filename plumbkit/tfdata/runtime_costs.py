@@ -84,7 +84,7 @@ def handoff_cost() -> float:
 #: maps a cache feeds in a plan (flips, crops, casts: 80-90 µs an element of CPU all told).
 _IDLE_WORK = 80e-6
 #: Elements per minibatch of that probe (as the bench's image pipelines batch).
-_IDLE_BATCH = 32
+IDLE_PROBE_BATCH = 32
 #: Its windows (0.2 s each): the median (single windows read 8.6-16.4 µs on one quiet VM).
 _IDLE_WINDOWS = 5
 
@@ -102,7 +102,22 @@ def pool_idle_per_element(cores: int) -> float:
     bench's plans that a cache feeds with cheap parallel maps kept 0.76-0.87 of 2 cores busy at
     7k-25k elements/s, uncached plans of expensive maps 0.94-0.99; per element that is a nearly
     constant 11-21 µs of idle core (benchmarks/results/2026-11-26-flip-detection-ab/NOTE.md).
+    It moves with the host: on the dev VM, 0.5 s windows of one pool read 5-9 µs for seconds at
+    a time (while the CPU per element also read lower) and 15-20 µs otherwise.
     """
+    runner = Runner(idle_probe(cores))
+    try:
+        runner.consume(4, limit=10.0)
+        idle = [idle_window(runner, cores, IDLE_PROBE_BATCH) for _ in range(_IDLE_WINDOWS)]
+        idle = [i for i in idle if i is not None]
+        return statistics.median(idle) if idle else 0.0
+    finally:
+        runner.close()
+
+
+def idle_probe(cores: int) -> tf.data.Dataset:
+    """The pipeline :func:`pool_idle_per_element` measures: ~80 µs of planted work an element,
+    ``cores + 1`` calls in flight, minibatches of 32, prefetched."""
     def work(x):
         m = tf.reshape(tf.cast(tf.range(1024) + tf.cast(x % 7, tf.int32), tf.float32), [32, 32]) * 1e-3
         for _ in range(reps):
@@ -110,25 +125,20 @@ def pool_idle_per_element(cores: int) -> float:
         return tf.reduce_sum(m)
 
     reps = 1
-    probe = tf.data.Dataset.range(400).map(work).with_options(sequential_options())
-    per_rep = _cpu_per_element(probe, 400)
-    reps = max(1, min(200, round(_IDLE_WORK / max(per_rep, 1e-7))))
-    ds = (tf.data.Dataset.range(10**9).map(work, num_parallel_calls=cores + 1).batch(_IDLE_BATCH).prefetch(2)
-          .with_options(sequential_options()))
-    runner = Runner(ds)
-    try:
-        runner.consume(4, limit=10.0)
-        idle = []
-        for _ in range(_IDLE_WINDOWS):
-            m0, c0, w0, n0 = read_machine(), time.process_time(), time.perf_counter(), runner.batches
-            runner.window(0.2)
-            wall, cpu, elements = time.perf_counter() - w0, time.process_time() - c0, (runner.batches - n0) * _IDLE_BATCH
-            others = others_seconds(m0, read_machine()) or 0.0  # neighbours' CPU: not idle, taken
-            if elements:
-                idle.append(max(0.0, cores * wall - cpu - others) / elements)
-        return statistics.median(idle) if idle else 0.0
-    finally:
-        runner.close()
+    per_rep = _cpu_per_element(tf.data.Dataset.range(400).map(work).with_options(sequential_options()), 400)
+    reps = max(1, min(200, round(_IDLE_WORK / max(per_rep, 1e-7))))  # read when ``work`` is traced below
+    return (tf.data.Dataset.range(10**9).map(work, num_parallel_calls=cores + 1).batch(IDLE_PROBE_BATCH).prefetch(2)
+            .with_options(sequential_options()))
+
+
+def idle_window(runner: Runner, cores: int, batch: int, seconds: float = 0.2) -> float | None:
+    """Core-seconds left idle per element over one window of ``runner`` (``batch`` elements a
+    minibatch): cores x wall less this process's CPU and less the neighbours' (taken, not idle)."""
+    m0, c0, w0, n0 = read_machine(), time.process_time(), time.perf_counter(), runner.batches
+    runner.window(seconds)
+    wall, cpu, elements = time.perf_counter() - w0, time.process_time() - c0, (runner.batches - n0) * batch
+    others = others_seconds(m0, read_machine()) or 0.0
+    return max(0.0, cores * wall - cpu - others) / elements if elements else None
 
 
 @functools.lru_cache(maxsize=None)
