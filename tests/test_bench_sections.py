@@ -46,3 +46,14 @@ def test_a_failed_row_is_said_in_one_line_and_the_others_stand():
     lines = disk_tier.markdown({"rows": {"image": rows["image"]}, "bytes_written": None, "bytes_removed": 0,
                                 "fill_rounds": 3, "eval_gb": 3.0})
     assert "- **image**: failed — ValueError: the disk at /x is full" in lines
+
+
+def test_a_tier_whose_epoch_outlasts_a_window_is_measured_over_an_epoch():
+    """The evaluation tier's read rate moves within its epoch: its windows span one epoch at the
+    plan's predicted rate (every contender alike), at most two to settle; a short epoch keeps the
+    protocol as it is."""
+    from plumbkit.model.protocol import FULL
+    long = disk_tier.epoch_windows(FULL, epoch_batches=5088, predicted=623.0)
+    assert abs(long.window - 5088 / 623.0) < 1e-9 and long.max_windows == 2 and long.rounds == FULL.rounds
+    assert disk_tier.epoch_windows(FULL, epoch_batches=384, predicted=623.0) is FULL
+    assert disk_tier.epoch_windows(FULL, epoch_batches=384, predicted=0.0) is FULL
