@@ -161,7 +161,8 @@ def epoch_windows(protocol: Protocol, epoch_batches: int, predicted: float) -> P
     and 600-870 the rest (CPU per minibatch 3.5-3.9 ms there, 2.0-2.5 elsewhere). Two 1 s windows
     agreed on the slow stretch, so the first run measured 462 where the epoch averaged ~565; a
     user whose data does not fit in memory gets the epoch's average. Every contender of the row
-    gets the same windows (those of the slower ones span less than their epoch)."""
+    gets the same windows (those of the slower ones span less than their epoch). Cost: the
+    evaluation row's first round took ~10 minutes with them (six contenders, ~8 s windows)."""
     seconds = epoch_batches / predicted if predicted > 0 else 0.0
     if seconds <= protocol.window:
         return protocol
