@@ -162,7 +162,7 @@ def epoch_windows(protocol: Protocol, epoch_batches: int, predicted: float) -> P
     agreed on the slow stretch, so the first run measured 462 where the epoch averaged ~565; a
     user whose data does not fit in memory gets the epoch's average. Every contender of the row
     gets the same windows (those of the slower ones span less than their epoch). Cost: the
-    evaluation row's first round took ~10 minutes with them (six contenders, ~8 s windows)."""
+    section took 37 minutes with them, against 29 (benchmarks/results/2026-11-27-disk-tier-2)."""
     seconds = epoch_batches / predicted if predicted > 0 else 0.0
     if seconds <= protocol.window:
         return protocol
