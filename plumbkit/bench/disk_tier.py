@@ -133,8 +133,8 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
     ratios = [(PLAN, other) for other in ("yours", "autotune", MEMORY_RIVAL, DISK_RIVAL, MEMORY_PLAN)]
     chosen = contenders(make, memory, plan)
     names = {c.name for c in chosen}
-    protocol = epoch_windows(protocol, epoch_batches, plan.predicted_throughput)
-    row = measured_alike(name, chosen, protocol, ratios=[r for r in ratios if r[1] in names], log=log,
+    measured_by = epoch_windows(protocol, epoch_batches, plan.predicted_throughput)
+    row = measured_alike(name, chosen, measured_by, ratios=[r for r in ratios if r[1] in names], log=log,
                          before_each=evict)
     on_disk_now = tier_rows(cache_dir)
     fills = (timed_first_epochs(make, plan.proposed_changes, cache_dir, epoch_batches=epoch_batches,
@@ -146,7 +146,8 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
     tier_bytes = sum(e["bytes"] for e in on_disk_now)
     return {"pipeline": name, "regime": regime, **row, "plan": summary, "memory_plan": plan_summary(memory),
             "memory_budget": memory_budget, "disk_budget": disk_budget, "epoch_batches": epoch_batches,
-            "on_disk": on_disk_now, "tier_bytes": tier_bytes, "window_seconds": protocol.window,
+            "on_disk": on_disk_now, "tier_bytes": tier_bytes,
+            "window_seconds": measured_by.window if measured_by is not protocol else None,  # lengthened only
             "tier_bytes_written": tier_bytes * (1 + len(fills)),  # optimize's fill, then each timed one
             "steady_error": error(summary["predicted"], row["measured"].get(PLAN)),
             "first_epoch_seconds": fills, "measured_fill_seconds": measured_fill,
@@ -383,10 +384,10 @@ def markdown(section: dict | None) -> list[str]:
              "First epoch: the tier cleared, then timed from the build to the epoch's last minibatch "
              f"(median of {section['fill_rounds']} for the image pipeline, 1 for the evaluation one).", ""]
     tiered_rows = [rows[k] for k in ("image", "evaluation") if k in rows and not failed(rows[k])]
-    long = [f"{r['pipeline']} {r['window_seconds']:.1f} s" for r in tiered_rows if r.get("window_seconds", 1.0) > 1.0]
+    long = [f"{r['pipeline']} {r['window_seconds']:.1f} s" for r in tiered_rows if r.get("window_seconds")]
     if long:  # windows an epoch of the tier long (epoch_windows: a cold tier's read rate moves within it)
         lines += [f"Windows an epoch of the tier long at the predicted rate, for every contender of the row "
-                        f"({', '.join(long)}): a tier read cold moves within its epoch.", ""]
+                  f"({', '.join(long)}): a tier read cold moves within its epoch.", ""]
     lines += tiered_lines(tiered_rows) if tiered_rows else []
     if "shuffled" in rows and not failed(rows["shuffled"]):
         lines += ["", "### The shuffle-above-the-cache option, measured as an option", ""]

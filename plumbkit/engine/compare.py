@@ -54,8 +54,8 @@ from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
-from .scheduler import checkpoint
 from ..tunables import LOAD_CHANGE_CORES
+from .scheduler import checkpoint
 
 if TYPE_CHECKING:
     import tensorflow as tf
