@@ -53,7 +53,7 @@ from scipy.stats import binom
 from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
-from ..tfdata import reaper
+from ..tfdata.reaper import settle
 from ..tfdata.run import Runner
 from ..tunables import LOAD_CHANGE_CORES
 from .scheduler import checkpoint
@@ -363,7 +363,7 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
         else:
             notes.append(f"no two consecutive windows within {100 * protocol.tolerance:.0f}% in "
                          f"{protocol.max_windows}: measured after the last")
-        reaper.settle()  # the last contender's iterator is gone: its drop's CPU never lands in this window
+        settle()  # the last contender's iterator is gone: its drop's CPU never lands in this window
         start, n0 = read_machine(), runner.batches
         value = runner.window(protocol.window)
         end = read_machine()
@@ -378,7 +378,7 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
         runner.close()
         del runner
         if contender.fill_batches:
-            reaper.settle()  # its caches freed before the next contender fills its own
+            settle()  # its caches freed before the next contender fills its own
         gc.collect(1)
 
 
@@ -396,7 +396,6 @@ def compare(contenders: Sequence[Contender], protocol: Protocol = FULL, *,
     (default: every contender over the first, yours by convention), up to ``protocol.extra_rounds``.
     ``first_epoch``: no contender's caches are filled first: each is measured in its first epoch.
     """
-    reaper.settle()  # what earlier measurements dropped (a traced cache among them) is freed first
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"contender names must be unique, got {names}")

@@ -46,7 +46,6 @@ from ..planning.predict import (
     predict_training,
     prediction_error,
 )
-from ..tfdata import reaper
 from ..tfdata.graph import dataset_at, pipeline_of, resolve_pipeline, serialized_graph
 from ..tfdata.graph_edits import RewriteError
 from ..tfdata.memory_guard import fill_cache
@@ -465,7 +464,6 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
     """Decide the plan on the trace of your pipeline (a disk tier placed, offered or refused:
     :mod:`plumbkit.engine.disk_tier`), and fill its cache once under a guard: where the cache
     outgrows its budget or the disk tier cannot be filled, plan again without it."""
-    reaper.settle()  # the trace's iterator (and any cache it filled) is freed before budgets read memory
     root = pipeline_of(ds).root
     args = dict(cores=cores, root=root, disk_bound=disk, runtime=runtime, costs=costs)
     decisions = decide_tiered(original, disk_budget=disk_budget, cache_dir=cache_dir, memory_budget=memory_budget,

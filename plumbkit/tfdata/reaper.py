@@ -54,8 +54,8 @@ def _drop_pending() -> None:
             if not _pending:
                 _thread = None
                 return
-            dropping = [_pending.popleft()]
-        dropping.clear()  # the last references, outside the lock: the destructors run (and wait) here
+            objects = _pending.popleft()
+        del objects  # the last references: the iterators' destructors run (and wait) here
 
 
 def _forget_in_child() -> None:
