@@ -53,7 +53,6 @@ from scipy.stats import binom
 from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
-from ..tfdata.reaper import settle
 from ..tfdata.run import Runner
 from ..tunables import LOAD_CHANGE_CORES
 from .scheduler import checkpoint
@@ -363,7 +362,6 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
         else:
             notes.append(f"no two consecutive windows within {100 * protocol.tolerance:.0f}% in "
                          f"{protocol.max_windows}: measured after the last")
-        settle()  # the last contender's iterator is gone: its drop's CPU never lands in this window
         start, n0 = read_machine(), runner.batches
         value = runner.window(protocol.window)
         end = read_machine()
@@ -377,8 +375,6 @@ def run_once(contender: Contender, protocol: Protocol, *, first_epoch: bool = Fa
         # collection (0.5-1 s with TensorFlow's heap) freed nothing more.
         runner.close()
         del runner
-        if contender.fill_batches:
-            settle()  # its caches freed before the next contender fills its own
         gc.collect(1)
 
 

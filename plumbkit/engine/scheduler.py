@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
 
 from ..host.quiet import quiet
-from ..tfdata.reaper import settle
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: ``on_progress(message, fraction done)`` for long operations.
@@ -413,10 +412,7 @@ def operation(name: str, *, preemptible: bool = False, partial: PartialBuilder |
                     SCHEDULER.acquire(op)
                     try:
                         with quiet(verbose), _ctrl_c_cancels(op):
-                            try:
-                                return fn(*args, **kwargs)
-                            finally:
-                                settle()  # no iterator it dropped outlives it
+                            return fn(*args, **kwargs)
                     finally:
                         SCHEDULER.release(op)
                 except KeyboardInterrupt:

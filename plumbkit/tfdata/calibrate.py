@@ -57,7 +57,6 @@ from ..tunables import (
 from . import graph_edits
 from .graph import dataset_at
 from .python_ops import python_call_cpu
-from .reaper import release
 from ..model.errors import first_line
 
 #: Inputs cached per operator (its real inputs, computed once by the pipeline below it), at
@@ -217,11 +216,6 @@ class _Driver:
         self._pull = _puller(tuple(structure.get_flat_tensor_types(ds.element_spec)),
                              tuple(tuple(s.as_list()) if s.rank is not None else None
                                    for s in structure.get_flat_tensor_shapes(ds.element_spec)))
-
-    def __del__(self) -> None:
-        # The iterator (and its resource handle) go to the reaper thread: destroying it waits
-        # for AUTOTUNE's model thread (:mod:`plumbkit.tfdata.reaper`), however the driver ends.
-        release(getattr(self, "_iterator", None), getattr(self, "_handle", None))
 
     def run(self, nexts: int) -> _Run:
         """``nexts`` loop steps. Timed from quiet to quiet: the operator's threads keep filling

@@ -24,8 +24,6 @@ import tensorflow as tf
 from tensorflow.python.data.util import structure
 from tensorflow.python.eager import cancellation, context, execute
 
-from .reaper import release
-
 #: TensorFlow's eager entry point for running an op under a CancellationManager (TF 2.x); if a
 #: future TensorFlow drops it, pulls fall back to ``next()`` and only the deadline ends them.
 CANCELLABLE = hasattr(execute, "execute_with_cancellation")
@@ -130,7 +128,6 @@ def pull_for(ds: tf.data.Dataset, *, seconds: float, warmup: float = 0.0, first:
     finally:  # also on KeyboardInterrupt: never leave the worker pulling
         puller.cancel()
         worker.join(JOIN_SECONDS)
-        release(puller)  # its iterator's destructor waits for AUTOTUNE's model thread
         del puller
     if state["error"] is not None:
         raise state["error"]

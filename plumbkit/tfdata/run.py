@@ -13,7 +13,6 @@ from typing import Any, Callable, Iterator
 import tensorflow as tf
 
 from .consumer import pull_for
-from .reaper import release
 
 #: A consumer-side measurement of a pipeline that yields nothing for this long gives up.
 NOTHING_PRODUCED_SECONDS = 30.0
@@ -92,10 +91,7 @@ class Runner:
         return n / elapsed
 
     def close(self) -> None:
-        """Drop the iterator and the dataset (and with them any cache they filled) on the reaper
-        thread (:mod:`plumbkit.tfdata.reaper`: the iterator's destructor waits; ``settle()``
-        waits for it where that matters)."""
-        release(self._it, self._ds)
+        """Drop the iterator and the dataset (and with them any cache they filled)."""
         self._it = None
         self._ds = None
 

@@ -20,7 +20,6 @@ from ..host.machine import MachineReading, available_cores, others_seconds, read
 from ..model.samples import NodeSample, RawTrace, Snapshot
 from .consumer import JOIN_SECONDS, Puller, Stopped
 from .options import observed_options
-from .reaper import release
 from ..model.errors import first_line
 
 #: How often the live view gets a new snapshot (seconds); twice a second at least.
@@ -154,7 +153,6 @@ class Tracer:
                 self._report_blocked(time.perf_counter() - t0)
             self._closed.set()
             self._take(iterator, t0, cpu0, process)
-            release(iterator, puller)  # its destructor waits for AUTOTUNE's model thread
             del iterator, puller
         return self.raw
 
