@@ -147,7 +147,7 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
     return {"pipeline": name, "regime": regime, **row, "plan": summary, "memory_plan": plan_summary(memory),
             "memory_budget": memory_budget, "disk_budget": disk_budget, "epoch_batches": epoch_batches,
             "on_disk": on_disk_now, "tier_bytes": tier_bytes,
-            "window_seconds": measured_by.window if measured_by is not protocol else None,  # lengthened only
+            "window_seconds": measured_by.window if measured_by.window > protocol.window else None,  # lengthened only
             "tier_bytes_written": tier_bytes * (1 + len(fills)),  # optimize's fill, then each timed one
             "steady_error": error(summary["predicted"], row["measured"].get(PLAN)),
             "first_epoch_seconds": fills, "measured_fill_seconds": measured_fill,
