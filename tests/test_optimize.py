@@ -107,6 +107,12 @@ def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster(two_map_
     if neighbour >= 0.2:
         pytest.skip(f"speed-up not checked: measured beside {neighbour:.1f} busy neighbour cores "
                     f"({plan.speedup}); the allocation and every other check passed")
+    # rounds that disagree (one disturbed round of 70 against 170 for the rest, up to the cap of
+    # added rounds, in one CI run) leave it "too noisy to tell": then the user's pipeline comes
+    # back untouched, and the speed-up is the bench's to show (planted, measured side by side)
+    if plan.speedup.noisy:
+        assert not plan.applied and plan.dataset is not None and not plan.changes, str(plan)
+        pytest.skip(f"speed-up not checked: {plan.speedup.verdict}; yours was handed back, as it must be")
     # measured alike (interleaved rounds): the plan is measurably faster and is handed back
     assert plan.applied and plan.speedup.faster and plan.changes == plan.proposed_changes, str(plan)
     assert plan.measured_throughput > 1.5 * plan.baseline_throughput, str(plan)
