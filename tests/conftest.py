@@ -63,6 +63,20 @@ def python_module_with_ctrl_c(module: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
+#: Notebooks whose cells check what comes out, never a speed (tests/run: two at a time). 06 stays
+#: alone: its offload decision is made from what its measurements read.
+CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "02-stepping.ipynb", "03-optimize.ipynb",
+                        "04-caching-and-randomness.ipynb", "05-python-api.ipynb", "07-model-in-the-loop.ipynb"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest's hook
+    """Mark the notebooks' cells that may run beside another test (a test file says so itself)."""
+    for item in items:
+        if item.path.suffix == ".ipynb" and item.path.name in CONCURRENT_NOTEBOOKS:
+            item.add_marker(pytest.mark.concurrent)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001 - pytest's hook
     """Name every test that was rerun, and why its first attempt failed, in the CI log: ``-ra``
     counts reruns in the last line ("1 rerun") but names none (only ``-rR`` does)."""

@@ -26,6 +26,8 @@ from plumbkit.tfdata import unrebuildable
 
 from conftest import BRIEF
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 def values(ds) -> list:
     return [np.asarray(e).tolist() for e in ds.as_numpy_iterator()]

@@ -5,10 +5,13 @@ one line while the others stand."""
 import time
 from pathlib import Path
 
+import pytest
 import tensorflow as tf
 
 from plumbkit.bench import disk_tier, model_loop
 from plumbkit.bench.alike import attempt
+
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
 
 
 def _sleeping(seconds: float):

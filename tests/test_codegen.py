@@ -6,6 +6,8 @@ import pytest
 from plumbkit.export.source import CodegenError, rewrite_source
 from plumbkit.model.plan import Change
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 CHAIN = '''import tensorflow as tf
 
 def decode(x):  # the user's function

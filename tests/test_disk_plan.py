@@ -22,6 +22,8 @@ from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
 from plumbkit.tunables import ESTIMATE_MARGIN, TIER_GAIN
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 #: The user's cell: an expensive deterministic map (96 matmul units, ~0.3-0.4 ms per element)
 #: whose 1 KB elements, 600 of them, exceed a tiny memory budget.
 CELL = '''

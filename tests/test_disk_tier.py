@@ -25,6 +25,8 @@ from plumbkit.tfdata.disk_tier import (FillInProgressError, FillInterrupted,
                                        find_cache, fingerprint, list_caches, on_disk, read_tier,
                                        write_tier)
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -27,6 +27,8 @@ from plumbkit.model.plan import Change
 from plumbkit.planning.decisions import decide
 from plumbkit.tfdata.graph import pipeline_of
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 # -- helpers --------------------------------------------------------------------------------------
 

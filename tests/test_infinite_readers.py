@@ -7,10 +7,13 @@ plan cached it in memory ("deterministic and finite, 5.2 MB"), and that cache ne
 first pass, so it filled forever and never served.
 """
 
+import pytest
 import tensorflow as tf
 
 import plumbkit
 from plumbkit.planning.decisions import decide
+
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
 
 
 def _records(tmp_path, files=4, per_file=64):

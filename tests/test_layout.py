@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 PACKAGE = Path(__file__).resolve().parents[1] / "plumbkit"
 REPR_METHODS = {"__str__", "__repr__", "_repr_html_", "_repr_pretty_"}
 ALL_ROOMS = {"model", "host", "tfdata", "analysis", "export", "planning", "engine", "render",

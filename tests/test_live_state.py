@@ -19,6 +19,8 @@ from plumbkit.model.plan import Change
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 def values(ds: tf.data.Dataset) -> list:
     return [tf.nest.map_structure(lambda t: np.asarray(t).tolist(), e) for e in ds.as_numpy_iterator()]

@@ -6,6 +6,8 @@ import pytest
 
 from plumbkit.planning.lp import LPError, solve_cpu_lp
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 def test_balances_two_parallel_operators():
     sol = solve_cpu_lp({"a": 10.0, "b": 20.0}, cores=2)

@@ -23,6 +23,8 @@ from plumbkit.tfdata.rebuild import apply_changes
 
 from conftest import BRIEF
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 #: What the plan holds, not its speed: a brief comparison, with the default's time for the
 #: guarded fill (2 x fill_limit), so the guard meets the same pipeline it met under QUICK.
 GUARDED = dataclasses.replace(BRIEF, fill_limit=QUICK.fill_limit)

@@ -19,6 +19,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from plumbkit.engine.scheduler import SCHEDULER
 from plumbkit.widgets import OPTIMIZE_TAB, STEP_TAB
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 MEASURING_THREADS = ("plumbkit-consumer", "plumbkit-pull")
 

@@ -15,6 +15,8 @@ from plumbkit.planning.predict import (
     predict,
 )
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 def chain(*ops: Operator) -> Pipeline:
     """A linear pipeline, root first; each operator reads the next one."""

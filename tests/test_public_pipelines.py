@@ -19,6 +19,8 @@ from plumbkit.model.plan import Change
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.graph_edits import RewriteError, graph_def_of, set_parallelism
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 NAMES = ("tpu resnet", "tpu resnet, cached", "vision classification", "bert sentence prediction", "nmt bucketing",
          "keras image directory", "keras timeseries", "guide generator, parallel", "guide generator, cached")
 BASELINES = ("naive", "heuristic", "autotune", "autotune_with")

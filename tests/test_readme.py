@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 CI_RUN = ROOT / ".ci" / "run"
@@ -62,24 +64,36 @@ def first_bash_block(markdown: str) -> list[str]:
     return [line for line in m.group(1).splitlines() if line.strip()]
 
 
-def pytest_command(line: str) -> list[str]:
-    """The `... -m pytest ...` command on a shell line (the last of an `&&` chain), comment dropped."""
+#: The suite's runner (two pytest phases, see its header) and a plain pytest run: the test commands.
+RUNNER = "tests/run"
+
+
+def suite_command(line: str) -> list[str]:
+    """The test command on a shell line (the last of an `&&` chain), comment dropped: the
+    suite's runner or a ``python -m pytest`` run."""
     command = shlex.split(line.split("&&")[-1], comments=True)
-    assert command[1:3] == ["-m", "pytest"], f"not a pytest run: {line!r}"
+    assert command[:1] == [RUNNER] or command[1:3] == ["-m", "pytest"], f"not a test run: {line!r}"
     return command
 
 
+def arguments(command: list[str]) -> list[str]:
+    """What a test command passes on: after the runner, or after ``python -m pytest``."""
+    return command[1:] if command[0] == RUNNER else command[3:]
+
+
 def ci_suite_command(script: str) -> list[str]:
-    """The line of .ci/run that runs the whole suite: the pytest run with no path given."""
-    runs = [pytest_command(line) for line in script.splitlines()
-            if re.match(r"^\s*python3?\s+-m\s+pytest\b", line)]
-    suite = [cmd for cmd in runs if not any(not arg.startswith("-") for arg in cmd[3:])]
-    assert len(suite) == 1, f"expected one whole-suite pytest run in .ci/run, found {suite}"
+    """The line of .ci/run that runs the whole suite: the test command with no path given."""
+    runs = [suite_command(line) for line in script.splitlines()
+            if re.match(rf"^\s*(python3?\s+-m\s+pytest|{re.escape(RUNNER)})\b", line)]
+    suite = [cmd for cmd in runs if all(arg.startswith("-") for arg in arguments(cmd))]
+    assert len(suite) == 1, f"expected one whole-suite test run in .ci/run, found {suite}"
     return suite[0]
 
 
 def same_command(readme: list[str], ci: list[str]) -> bool:
-    """The same pytest run, whichever name the interpreter goes by (python in a venv, python3 in CI)."""
+    """The same test run, whichever name the interpreter goes by (python in a venv, python3 in CI)."""
+    if readme[0] == RUNNER or ci[0] == RUNNER:
+        return readme == ci
     return readme[0] in {"python", "python3"} and ci[0] in {"python", "python3"} and readme[1:] == ci[1:]
 
 
@@ -96,7 +110,7 @@ def test_the_readme_is_under_200_lines() -> None:
 def test_the_readmes_test_command_is_the_one_ci_runs() -> None:
     lines = first_bash_block(README.read_text(encoding="utf-8"))
     assert len(lines) >= 2, "the README's first bash block should hold the install and the test commands"
-    readme = pytest_command(lines[1])
+    readme = suite_command(lines[1])
     ci = ci_suite_command(CI_RUN.read_text(encoding="utf-8"))
     assert same_command(readme, ci), f"README runs {readme}, .ci/run runs {ci}"
 
@@ -117,6 +131,11 @@ def test_a_link_to_a_missing_file_or_heading_is_reported(tmp_path: Path) -> None
 def test_a_different_test_command_is_not_taken_for_cis() -> None:
     ci = ci_suite_command("set -e\npython3 -m pytest -q\n\"$venv/bin/python\" -m pytest -q --nbval-lax notebooks\n")
     assert ci == ["python3", "-m", "pytest", "-q"]
-    assert same_command(pytest_command("pip install -e . && python -m pytest -q   # all"), ci)
-    assert not same_command(pytest_command("python -m pytest -q -x tests/test_cli.py"), ci)
-    assert not same_command(pytest_command("python -m pytest"), ci)
+    assert same_command(suite_command("pip install -e . && python -m pytest -q   # all"), ci)
+    assert not same_command(suite_command("python -m pytest -q -x tests/test_cli.py"), ci)
+    assert not same_command(suite_command("python -m pytest"), ci)
+    runner = ci_suite_command("set -e\ntests/run -q   # both phases\ntests/run -q tests/test_cli.py\n")
+    assert runner == ["tests/run", "-q"]
+    assert same_command(suite_command("pip install -e . && tests/run -q"), runner)
+    assert not same_command(suite_command("pip install -e . && python -m pytest -q"), runner)
+    assert not same_command(suite_command("tests/run"), runner)

@@ -23,6 +23,8 @@ from plumbkit.tfdata.rebuild import apply_changes
 
 from conftest import BRIEF
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 WORDS = "the quick brown fox jumps over a lazy dog while data flows through the input pipeline".split()
 
 

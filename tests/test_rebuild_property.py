@@ -18,6 +18,7 @@ measurements, not the pipeline, set its cost; the six drawn are six different sh
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -29,6 +30,8 @@ from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
 
 from conftest import BRIEF
+
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
 
 N = 24  # elements at the source: small, so a few hundred pipelines stay fast
 

@@ -22,6 +22,8 @@ from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.graph_edits import RewriteError
 from plumbkit.tfdata.rebuild import apply_changes
 
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 
 # -- helpers ------------------------------------------------------------------------------------
 

@@ -13,6 +13,10 @@ import re
 import tokenize
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
+
 PACKAGE = Path(__file__).resolve().parents[1] / "plumbkit"
 TUNABLES = PACKAGE / "tunables.py"
 #: What each tunable's comment must say: the measurement (with the commit that made it), the
