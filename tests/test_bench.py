@@ -7,6 +7,8 @@ import pytest
 from plumbkit import bench, cli
 from plumbkit.bench.suite import CONFIGS
 
+pytestmark = pytest.mark.concurrent  # checks what is printed or written, not a speed (tests/run)
+
 
 @pytest.mark.usefixtures("ctrl_c_raises")  # its cancel section presses Ctrl-C, however pytest was started
 def test_quick_bench_writes_a_report(tmp_path):

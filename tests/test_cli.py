@@ -14,11 +14,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import plumbkit
 from plumbkit import cli
 from plumbkit.render.progress import ProgressPrinter
 
 from conftest import python_module_with_ctrl_c
+
+pytestmark = pytest.mark.concurrent  # checks what is printed or written, not a speed (tests/run)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: What other libraries' logs look like: TF/absl C++ lines, absl/TF Python loggers, AutoGraph,

@@ -77,6 +77,7 @@ def test_input_bound_share_matches_an_independent_loop(regime, pipeline_ms, step
     assert demand.ideal_steps_per_s > demand.steps_per_s * (1.5 if regime == "input-bound" else 0.8)
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_keras_model_through_its_train_function_is_left_bitwise_unchanged():
     """trace(..., model=) drives the model's own train function; every variable (weights, seeds,
     Adam's slots and iteration counter, metrics) comes back bitwise, and its train function too.
@@ -235,6 +236,7 @@ class TestBadInput:
             plumbkit.trace(lambda: planted_pipeline(0), seconds=0.3, calibrate=False, **kwargs)
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_the_widget_header_shows_the_verdict():
     """The live trace's header carries the verdict once the step has run in the loop (a 20 ms
     pipeline, a 2 ms step: the model waits most of each step)."""
@@ -264,6 +266,7 @@ def ip():
     return shell
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_the_magic_takes_a_train_step_by_name(ip, capsys):
     ip.user_ns["planted_step"], ip.user_ns["planted_pipeline"] = planted_step(1), planted_pipeline
     ip.run_cell_magic("plumb", "-s 0.5 --no-widget --train-step planted_step", "ds = planted_pipeline(0.5)\nds")

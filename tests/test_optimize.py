@@ -185,6 +185,7 @@ def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind(two_
     assert costly.prediction.limits["batch(32) (%d threads)" % batch[0].value] < 2 * costly.prediction.throughput
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_cache_goes_below_random_and_infinite_operators_and_fits_the_budget():
     def decode(x):
         return tf.cast(tf.fill([16, 16, 3], x % 200), tf.uint8)
@@ -207,6 +208,7 @@ def test_cache_goes_below_random_and_infinite_operators_and_fits_the_budget():
     assert none.cache.label is None and "budget" in none.cache.why
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_optimized_pipeline_yields_the_same_elements_and_its_cache_holds_what_was_predicted():
     def decode(x):
         return tf.cast(tf.fill([8, 8, 3], x % 97), tf.uint8) + tf.cast(tf.range(3) % 2, tf.uint8)
@@ -251,6 +253,7 @@ def _sub_pipeline_elements(ds, node):
     return list(dataset_at(graph_def, node).as_numpy_iterator())
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_baselines_are_what_they_say():
     ds = tf.data.Dataset.range(10**6).map(medium).prefetch(3).map(lambda x: x + 1).batch(8)
     naive = pipeline_of(plumbkit.baselines.naive(ds))
@@ -328,6 +331,7 @@ def test_users_cache_and_prefetch_are_kept_and_nothing_is_claimed():
     assert all(np.array_equal(a, b) for a, b in zip(yours, back))
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_cache_above_a_seeded_shuffle_is_kept_and_epoch_order_unchanged():
     """~10 s. The user's cache freezes a seeded shuffle's order: every epoch replays the first.
     plumbkit keeps it (and may cache above it: what is above a cache is deterministic again)."""

@@ -223,6 +223,7 @@ def _write_records(directory, files, records_per_file, rng):
     return paths
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_source_size_exact_on_full_pass_and_close_from_a_sample(tmp_path):
     import os
     import numpy as np
@@ -245,6 +246,7 @@ def test_source_size_exact_on_full_pass_and_close_from_a_sample(tmp_path):
     assert sampled.analysis.source_bytes == pytest.approx(true_bytes, rel=0.03)
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_random_functions_are_detected_and_block_caching_above():
     def flip(x):
         return tf.image.random_flip_left_right(x)
@@ -277,6 +279,7 @@ def test_random_functions_are_detected_and_block_caching_above():
     assert shuffled.op("from_tensor_slices").cacheable
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_infinite_pipeline_is_traced_with_explanation():
     ds = tf.data.Dataset.range(100).map(lambda x: x * 2).repeat().batch(10)
     # the notes and cacheability come from the graph and the elements seen: no calibration
@@ -287,6 +290,7 @@ def test_infinite_pipeline_is_traced_with_explanation():
     assert trace.op("range").cacheable
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_py_function_pipeline_is_traced_with_explanation():
     def add_one(v):
         return v + 1
@@ -322,6 +326,7 @@ def test_keyboard_interrupt_keeps_the_trace_so_far():
     assert first[0] + 0.2 < trace.elapsed < first[0] + 5 and trace.throughput > 0, (first, trace.elapsed)
 
 
+@pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_trace_round_trips_through_json(tmp_path):
     trace = plumbkit.trace(tf.data.Dataset.range(5000).map(medium).batch(10), seconds=1.5, converge=False)
     path = tmp_path / "t.json"
