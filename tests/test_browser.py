@@ -268,7 +268,7 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(notebook
         # page draws it on a busy machine)
         page.wait_for_selector(".plumbkit-table", state="attached", timeout=180_000)
         page.wait_for_selector(".plumbkit-plan", state="visible", timeout=300_000)
-        texts = code_cells_text(page, 3, "prefetch(")
+        texts = code_cells_text(page, 3, ".cache()")
     except Exception:
         failing_screenshot(page, tmp_path)
         raise
@@ -291,7 +291,9 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(notebook
     assert folded and "what binds the prediction" in details.inner_text()
     assert "LP bound" not in page.locator(".plumbkit-result").first.inner_text()
     assert phase.startswith("done: measured"), phase
-    assert "def busy(x):  # deterministic work" in texts[2] and ".batch(16).cache().prefetch(" in texts[2], texts[2]
+    # the rewrite caches the batches (where the cache goes follows from the graph and the sizes); a
+    # prefetch at the top is a measured decision (test_optimize checks it both ways), not this test's
+    assert "def busy(x):  # deterministic work" in texts[2] and ".batch(16).cache()" in texts[2], texts[2]
     assert "%%plumb" not in texts[2]
     keep_screenshots(shot)
     # The same widget's Export button adds the cell again, through JupyterLab's commands (ipylab):
@@ -299,18 +301,18 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(notebook
     # Optimize button runs the same optimize; clicked in-process in test_notebook.)
     try:
         page.get_by_role("button", name="Export").click()
-        texts = code_cells_text(page, 4, "prefetch(")
+        texts = code_cells_text(page, 4, ".cache()")
         for _ in range(50):  # inserted empty, then written: wait until both proposed cells hold the code
-            if all("prefetch(" in t for t in texts[2:]):
+            if all(".cache()" in t for t in texts[2:]):
                 break
             time.sleep(0.2)
-            texts = code_cells_text(page, 4, "prefetch(")
+            texts = code_cells_text(page, 4, ".cache()")
     except Exception:
         failing_screenshot(page, tmp_path)
         raise
     page.screenshot(path=str(tmp_path / "export.png"))
     # the user's cell (function, comment) with the plan written in: the finite deterministic
-    # pipeline fits in memory, so it is cached, then prefetched
+    # pipeline fits in memory, so it is cached
     for exported in texts[2:]:
-        assert "def busy(x):  # deterministic work" in exported and ".batch(16).cache().prefetch(" in exported, texts
+        assert "def busy(x):  # deterministic work" in exported and ".batch(16).cache()" in exported, texts
         assert "%%plumb" not in exported
