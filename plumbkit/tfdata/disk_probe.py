@@ -12,11 +12,12 @@ load 5-6 on 2 cores (up to ~3 s at load 10). One probe per directory and element
 factor of two) per session. What ~8 MB cannot measure well: a write that fast (the difference
 of two short writes; where it is under 1 ms the bandwidth reads as a floor of several GB/s and
 does not bind the fill), and a tier read beyond what the VM's host still holds of recent writes.
-Measured on the dev VM (``benchmarks/cold_reads.py``, 2026-11-27), the guest's page cache
+Measured on a 2-core VM (``benchmarks/cold_reads.py``, 2026-11-27), the guest's page cache
 evicted every time: 64 MB and 1.6 GB written just now read back at 2.2 and 3.8 GB/s with almost
-no system CPU, a file written weeks before at 600 MB/s with 1.6 ms of system CPU per MB; the
-host serves recent writes, and the guest cannot evict that. So this probe reads what a tier
-read right after its fill reads, not the disk's sustained rate. TensorFlow edge.
+no system CPU, a file written weeks before at 600 MB/s with 1.6 ms of system CPU per MB (and at
+2.3 GB/s once read); the host serves recent writes and reads, and the guest cannot evict that.
+So this probe reads what a tier read right after its fill reads, not the disk's sustained rate.
+TensorFlow edge.
 """
 
 from __future__ import annotations
