@@ -119,6 +119,15 @@ def test_an_operator_run_one_call_at_a_time_is_priced_in_a_plan_at_its_cost_with
     assert predict(ev, Layout()).cpu_per_batch == pytest.approx(0.071)  # its plain form
 
 
+def test_one_call_at_a_time_is_a_plain_form_or_a_map_and_batch_with_one_call():
+    from plumbkit.planning.predict import ran_one_call_at_a_time
+    assert ran_one_call_at_a_time("MapDataset", "MapDataset", None)
+    assert ran_one_call_at_a_time("MapAndBatch", "MapDataset", 1)  # tf.data fused a sequential map
+    assert not ran_one_call_at_a_time("MapAndBatch", "MapDataset", 3)
+    assert not ran_one_call_at_a_time("ParallelMapV2", "MapDataset", 2)
+    assert not ran_one_call_at_a_time("ParallelMapV2", "ParallelMapDatasetV2", 1)  # its pool overlaps it
+
+
 def test_a_cached_pipeline_pulled_directly_can_beat_one_behind_a_prefetch():
     """A prefetch wakes its thread on every element the consumer takes: behind a cache of small
     minibatches the consumer pulls faster by itself, and the model sees it from the two measured

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.costs import Calibration
-from ..planning.predict import ran_parallel
+from ..planning.predict import ran_one_call_at_a_time
 from ..tfdata.calibrate import Hint, calibrate
 from ..tfdata.tracer import observable
 from .trace_result import Trace, build_trace
@@ -38,7 +38,8 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0, ran_parallel=ran_parallel(o.runtime, op.op),
+                           active=o.elements > 0,
+                           ran_parallel=not ran_one_call_at_a_time(o.runtime, op.op, o.parallelism),
                            fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1])
     return out
 
@@ -87,25 +88,31 @@ def calibrated(ds: "tf.data.Dataset", trace: Trace, *, reuse: Calibration | None
     return _rebuilt(trace, calibration)
 
 
-def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, names: set[str], *,
+def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str, int], *,
                         on_progress: Callable[[str, float], None] | None = None) -> Trace:
-    """``trace`` with the operators ``names`` that ran one call at a time measured again alone
-    in their parallel form, one call in flight per core (a plan parallelizes them, and CPU per
-    element falls with concurrency). Only for these: about 0.4 s each, so ``trace()`` does not
-    pay it for every operator (eight operators written sequentially took 2.8-3.2 s, against
-    2.0-2.7 s without it)."""
+    """``trace`` with the operators of ``calls`` that ran one call at a time measured again
+    alone in their parallel form, with the calls in flight the plan gives them (at least one per
+    core; AUTOTUNE or fewer: one per core). A plan parallelizes them, and CPU per element falls
+    with concurrency: the speech pipeline's mask spent 0.93 ms per minibatch with one call, 0.53
+    with three, and 0.46 inside the pipeline, where the cores are kept busy. Only for these:
+    about 0.4 s each, so ``trace()`` does not pay it for every operator (eight operators written
+    sequentially took 2.8-3.2 s, against 2.0-2.7 s without it)."""
     cores = int(trace.analysis.cores or 1)
-    ran_one_at_a_time = {o.name for o in trace.ops if o.name in names and o.name in trace.pipeline.operators
-                         and not ran_parallel(o.runtime, trace.pipeline[o.name].op)}
+    ran_one_at_a_time = {o.name for o in trace.ops if o.name in calls and o.name in trace.pipeline.operators
+                         and ran_one_call_at_a_time(o.runtime, trace.pipeline[o.name].op, o.parallelism)}
     if cores < 2 or not ran_one_at_a_time or trace.calibration is None:
         return trace
-    fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
-                      names=ran_one_at_a_time, parallel_calls=cores, on_progress=on_progress)
+    by_calls: dict[int, set[str]] = {}
+    for name in ran_one_at_a_time:
+        by_calls.setdefault(max(cores, int(calls[name])), set()).add(name)
     costs = dict(trace.calibration.costs)
-    for name, cost in fresh.costs.items():
-        if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
-            costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
-                                              parallel_calls=cost.parallel_calls)
+    for k, names in sorted(by_calls.items()):
+        fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
+                          names=names, parallel_calls=k, on_progress=on_progress)
+        for name, cost in fresh.costs.items():
+            if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
+                costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
+                                                  parallel_calls=cost.parallel_calls)
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
 
 

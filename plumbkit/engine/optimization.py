@@ -335,7 +335,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                                                 calibrate=original.calibration or False):
             break
     changes = planned.changes
-    parallelized = {c.node for c in changes if c.what == "parallelism" and int(c.value) != 1}
+    parallelized = {c.node: int(c.value) for c in changes if c.what == "parallelism" and int(c.value) != 1}
     if parallelized and costs is None:
         progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
         original = with_parallel_costs(ds, original, parallelized)
