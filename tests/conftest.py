@@ -12,6 +12,22 @@ import tempfile  # noqa: E402
 
 _CACHE_HOME = tempfile.mkdtemp(prefix="plumbkit-tests-cache-")
 os.environ["XDG_CACHE_HOME"] = _CACHE_HOME
+_EXIT: dict = {}
+
+
+def _exit_took() -> None:
+    """Registered first, so it runs after every other exit handler (threads joined, the cache
+    folder removed): says how long they took and when they ended (tests/run prints when the
+    process ended: the time between is TensorFlow's own teardown)."""
+    if "summary" not in _EXIT:
+        return
+    import faulthandler
+    faulthandler.cancel_dump_traceback_later()
+    print(f"== exit: Python's exit handlers done {time.monotonic() - _EXIT['summary']:.1f} s after the "
+          f"summary, at {time.strftime('%H:%M:%S')}", file=sys.__stderr__, flush=True)
+
+
+atexit.register(_exit_took)
 atexit.register(shutil.rmtree, _CACHE_HOME, ignore_errors=True)
 
 import signal  # noqa: E402
@@ -87,6 +103,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN0
     for report in reruns:
         lines = [line for line in str(report.longrepr or "").splitlines() if line.startswith("E ")]
         terminalreporter.write_line(f"RERUN {report.nodeid}" + (f" - {lines[0][1:].strip()[:160]}" if lines else ""))
+
+
+#: Seconds after the summary before a slow exit dumps every Python thread's stack (and again
+#: each time they pass again). In two CI runs of three, phase 2 spent ~58 s between its summary
+#: and its exit, with no test running; this names what it waits on, in the log.
+EXIT_DUMP_SECONDS = 20
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):  # noqa: ANN001 - pytest's hook
+    """From here the process only exits: time it (:func:`_exit_took`), and dump the threads if it
+    hangs."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller's exit is the one timed
+        return
+    import faulthandler
+    faulthandler.dump_traceback_later(EXIT_DUMP_SECONDS, repeat=True, file=sys.__stderr__)
+    _EXIT["summary"] = time.monotonic()
 
 
 #: For tests that check what a plan yields, not its speed: the comparison only decides what
