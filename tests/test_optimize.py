@@ -131,7 +131,9 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
     # wall time, not this)
     measured = plan.comparison["plumbkit"]
     heavier_op = plan.trace.op("map(heavier)")
-    assert heavier_op.parallel_calls == plan.trace.analysis.cores and "(p)" in str(plan.trace)  # shown, labelled
+    calls = next(int(c.value) for c in plan.proposed_changes if c.what == "parallelism" and c.node == heavier_op.name)
+    # measured with the calls the plan gives it, at least one per core; shown, labelled
+    assert heavier_op.parallel_calls == max(calls, plan.trace.analysis.cores) and "(p)" in str(plan.trace)
     assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
     if (measured.neighbour_cores or 0) >= 0.2:  # throughput needs the cores: beside busy neighbours, say so
         pytest.skip(f"throughput not checked: measured beside {measured.neighbour_cores:.1f} busy neighbour "
