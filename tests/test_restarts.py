@@ -59,13 +59,15 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
     if max(traced or 0.0, others or 0.0) > QUIET:
         pytest.skip(f"other processes kept {traced or 0:.1f} cores busy during the trace and {others or 0:.1f} "
                     f"while measured: neither the accuracy nor its negative control checked ({figures})")
-    assert prediction_error(steady.throughput, rate) > 0.3, figures  # negative control: restarts matter here
     if prediction_error(averaged.throughput, rate) > 0.15:
         # the restart itself is measured right (40-46 ms, as the epochs' stamps give it); the steady
         # limit is not: the upper map's matmuls run on TensorFlow's intra-op threads, ~80 us of CPU an
         # element (isolated truth; calibrated ~100) in ~56 us of wall time in the run's drain, and a
-        # thread's limit counts CPU as wall: "steady only" ~1,200/s where the drain runs ~2,200/s
+        # thread's limit counts CPU as wall: "steady only" ~1,200/s where the drain runs ~2,200/s.
+        # On a faster machine the same defect shows the other way: measured 1,393/s, steady only
+        # 1,450, the averaged prediction 804 (a CI run, 2026-11-27).
         pytest.xfail(f"known defect (issue 25, open): a thread's limit counts intra-op CPU as wall time; {figures}")
+    assert prediction_error(steady.throughput, rate) > 0.3, figures  # negative control: restarts matter here
 
 
 def test_a_restart_below_a_cache_costs_nothing(short_trace):
