@@ -68,11 +68,11 @@ def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight
     ds = tf.data.Dataset.range(10**6).map(lambda x: planted_work(x, 16)).batch(4).with_options(sequential_options())
     pipeline = pipeline_of(ds)
     name = next(op.name for op in pipeline if op.kind == "map")
-    sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls=2).costs[name]
+    sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}).costs[name]
     assert sequential.parallel_calls == 2 and sequential.parallel_cpu_per_element is not None
     # the same work, a little cheaper or dearer per element with concurrency: never another order
     assert 0.5 * sequential.cpu_per_element < sequential.parallel_cpu_per_element < 1.5 * sequential.cpu_per_element
-    ran_parallel = cal.calibrate(ds, pipeline, names={name}, parallel_calls=2,
+    ran_parallel = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2},
                                  hints={name: cal.Hint(ran_parallel=True)}).costs[name]
     assert ran_parallel.parallel_cpu_per_element is None and ran_parallel.parallel_calls == 0
 
@@ -108,7 +108,7 @@ def test_a_fused_map_that_ran_one_call_at_a_time_is_also_measured_with_the_plans
     ev = evidence_from_trace(again)
     assert ev.parallel_cost[fused.name] == pytest.approx(o.parallel_cpu_per_element * o.visit_ratio, rel=1e-6)
     # negative control: one that ran with calls in flight already is not measured again
-    ran_parallel = cal.calibrate(_masked(), trace.pipeline, names={fused.name}, parallel_calls=3,
+    ran_parallel = cal.calibrate(_masked(), trace.pipeline, names={fused.name}, parallel_calls={fused.name: 3},
                                  hints={fused.name: cal.Hint(ran_parallel=True, fused_into=_fused_batch_of(trace),
                                                              fused_batch=16.0)}).costs[fused.name]
     assert ran_parallel.how == FUSED and ran_parallel.parallel_cpu_per_element is None

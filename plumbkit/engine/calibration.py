@@ -102,17 +102,14 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
                          and ran_one_call_at_a_time(o.runtime, trace.pipeline[o.name].op, o.parallelism)}
     if cores < 2 or not ran_one_at_a_time or trace.calibration is None:
         return trace
-    by_calls: dict[int, set[str]] = {}
-    for name in ran_one_at_a_time:
-        by_calls.setdefault(max(cores, int(calls[name])), set()).add(name)
+    fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
+                      names=ran_one_at_a_time, on_progress=on_progress,
+                      parallel_calls={name: max(cores, int(calls[name])) for name in ran_one_at_a_time})
     costs = dict(trace.calibration.costs)
-    for k, names in sorted(by_calls.items()):
-        fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
-                          names=names, parallel_calls=k, on_progress=on_progress)
-        for name, cost in fresh.costs.items():
-            if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
-                costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
-                                                  parallel_calls=cost.parallel_calls)
+    for name, cost in fresh.costs.items():
+        if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
+            costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
+                                              parallel_calls=cost.parallel_calls)
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
 
 

@@ -276,7 +276,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         if (o.name in cost and o.name not in calibrated and o.parallel_cpu_per_element is not None
                 and o.cpu_per_element and ran_one_call_at_a_time(o.runtime, p[o.name].op, o.parallelism)):
             parallel[o.name] = cost[o.name] * o.parallel_cpu_per_element / o.cpu_per_element
-            if _fused(o):
+            if _fused(o.runtime):
                 parallel[o.name] /= in_pipeline_scale(a)
     return Evidence(
         pipeline=p, cost=cost, visits=visits,
@@ -297,14 +297,15 @@ def neighbours_within(a: Analysis, cores: float | None) -> float:
     return within if within >= NEIGHBOUR_FLOOR else 0.0
 
 
-def _fused(o: OpStats) -> bool:
-    """A fused map's parallel form (the ``MapAndBatch`` pair measured with the plan's calls) is
-    charged as measured; a plain map's is scaled in-pipeline like every other cost. Chosen on the
-    tuning set: the speech pipeline's fused mask spent 0.46 ms per minibatch inside its pipeline,
-    and its parallel form read 0.37-0.49 as measured, 0.26-0.34 scaled (the plan then predicted
-    56% high). The random flip, a plain map, read 1.9-2.2 ms per minibatch as measured, where its
-    whole plan (flip, normalize, batch, cache read) spent 2.5; scaled, 1.3-1.4."""
-    return "MapAndBatch" in (o.runtime or "")
+def _fused(runtime: str | None) -> bool:
+    """tf.data ran the operator fused with its batch (``MapAndBatch``). A fused map's parallel
+    form (the pair measured with the plan's calls) is charged as measured; a plain map's is
+    scaled in-pipeline like every other cost. Chosen on the tuning set: the speech pipeline's
+    fused mask spent 0.46 ms per minibatch inside its pipeline, and its parallel form read
+    0.37-0.49 as measured, 0.26-0.34 scaled (the plan then predicted 56% high). The random flip, a
+    plain map, read 1.9-2.2 ms per minibatch as measured, where its whole plan (flip, normalize,
+    batch, cache read) spent 2.5; scaled, 1.3-1.4."""
+    return "MapAndBatch" in (runtime or "")
 
 
 def ran_parallel(runtime: str, op_type: str) -> bool:
@@ -320,7 +321,7 @@ def ran_one_call_at_a_time(runtime: str, op_type: str, parallelism: float | None
     one call, 0.54 with three, measured side by side), so it is calibrated again in that form."""
     if not ran_parallel(runtime, op_type):
         return True
-    return "MapAndBatch" in (runtime or "") and (parallelism or 1) <= 1
+    return _fused(runtime) and (parallelism or 1) <= 1
 
 
 @dataclass(frozen=True)

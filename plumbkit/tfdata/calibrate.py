@@ -106,15 +106,16 @@ class Hint:
 
 def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hint] | None = None,
               options: tf.data.Options | None = None, names: set[str] | None = None,
-              parallel_calls: int | None = None,
+              parallel_calls: Mapping[str, int] | None = None,
               on_progress: Callable[[str, float], None] | None = None) -> Calibration:
     """Calibrate every operator of ``pipeline`` (the model of ``ds``; or only ``names``).
 
     ``options`` are the execution mode (default: ``ds.options()``); ``hints`` come from a
-    trace of the same pipeline and only size the runs. With ``parallel_calls`` (the cores, say),
-    an operator that ran one call at a time but has a parallel form is also measured with that
-    many calls in flight, as a plan would run it. Never raises for one operator: an
-    operator TensorFlow cannot run alone is reported with ``cpu_per_element=None`` and why.
+    trace of the same pipeline and only size the runs. An operator named in ``parallel_calls``
+    (operator name -> calls: those a plan gives it, say) that ran one call at a time but has a
+    parallel form is also measured with that many calls in flight, as the plan would run it.
+    Never raises for one operator: an operator TensorFlow cannot run alone is reported with
+    ``cpu_per_element=None`` and why.
     """
     global _background
     t0 = time.perf_counter()
@@ -129,7 +130,8 @@ def calibrate(ds: tf.data.Dataset, pipeline: Pipeline, *, hints: Mapping[str, Hi
         for i, op in enumerate(todo):
             if on_progress is not None:
                 on_progress(f"calibrating {op.label}", i / max(1, len(todo)))
-            costs[op.name] = _calibrate_timed(graph_def, op, options, hints.get(op.name, Hint()), parallel_calls)
+            costs[op.name] = _calibrate_timed(graph_def, op, options, hints.get(op.name, Hint()),
+                                              (parallel_calls or {}).get(op.name))
     finally:
         _background = NO_BACKGROUND
     consumer = consumer_cpu_per_batch(ds)
@@ -376,29 +378,12 @@ def _calibrate_fused(graph_def, op: Operator, options, hint: Hint,
                         wall_per_element=max(0.0, a_wall - b_wall) / size_of_batch, elements=round(n * size_of_batch),
                         runs=len(with_map), spread=_spread([r.cpu for r in with_map]), how=FUSED)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel:
-        cost = _fused_parallel(forever, top, mapped, options, pair, cost, parallel_calls, nexts, size_of_batch)
+        # with the map's calls set, tf.data fuses a MapAndBatch with that many: without it a plan
+        # priced the speech pipeline's random mask at its one-call cost, 0.90-1.21 ms per
+        # minibatch, where three calls spent 0.49-0.75 (2026-11-27 NOTE, "speech")
+        cost = _with_calls(forever, top, mapped, options, pair, cost, parallel_calls, nexts,
+                           elements_per_output=size_of_batch)
     return cost
-
-
-def _fused_parallel(graph_def, top: str, mapped: str, options, pair: "_Driver", cost: OperatorCost,
-                    calls: int, nexts: int, size_of_batch: float) -> OperatorCost:
-    """A fused map measured again with ``calls`` calls in flight: the pair with the map's
-    parallelism set (tf.data fuses it into a ``MapAndBatch`` with that many calls), interleaved
-    with the plain pair, the difference per element taken as :func:`_parallel` does. Without it a
-    plan priced the speech pipeline's random mask at its one-call cost, 0.90-1.21 ms per
-    minibatch, where three calls spent 0.49-0.75 (2026-11-27 NOTE, "speech")."""
-    try:
-        wide = graph_edits.set_parallelism(graph_def, mapped, calls)
-    except graph_edits.RewriteError:
-        return cost
-    parallel = _Driver(_built(wide, top, options), PULLED_PER_STEP, latency=False)
-    parallel.run(WARM_ELEMENTS)
-    parallel.run(WARM_ELEMENTS)
-    p_runs, s_runs = _interleaved(parallel, pair, nexts)
-    if cost.cpu_per_element is None:
-        return cost
-    change = (_medians(p_runs)[0] - _medians(s_runs)[0]) / size_of_batch
-    return _replace(cost, parallel_cpu_per_element=max(0.0, cost.cpu_per_element + change), parallel_calls=calls)
 
 
 @dataclass(frozen=True)
@@ -446,22 +431,31 @@ def _parallel(graph_def, top: str, options, alone: _OverSample, cost: OperatorCo
     (measured, a planted matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with
     3), and a plan that parallelizes it runs it so. Taken as a difference to its plain form, the
     two runs interleaved (measured apart, 0.2 s later, the machine's drift read as +19% once)."""
+    plain = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
+    plain.run(WARM_ELEMENTS)
+    plain.run(WARM_ELEMENTS)
+    return _with_calls(graph_def, top, top, options, plain, cost, calls,
+                       max(1, alone.elements // PULLED_PER_STEP), elements_per_output=1.0)
+
+
+def _with_calls(graph_def, top: str, node: str, options, plain: "_Driver", cost: OperatorCost, calls: int,
+                nexts: int, *, elements_per_output: float) -> OperatorCost:
+    """``cost`` with its parallel form: ``top`` built with ``node`` given ``calls`` calls,
+    interleaved with ``plain`` (the same graph as it ran), the difference per element of
+    ``node`` added to its one-call figure. The difference, not the ratio: a ratio of an
+    operator's few µs to its noise can read 100x."""
+    if cost.cpu_per_element is None:
+        return cost
     try:
-        wide = graph_edits.set_parallelism(graph_def, top, calls)
+        wide = graph_edits.set_parallelism(graph_def, node, calls)
     except graph_edits.RewriteError:
         return cost
     parallel = _Driver(_built(wide, top, options), PULLED_PER_STEP, latency=False)
-    plain = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
-    for driver in (parallel, plain):
-        driver.run(WARM_ELEMENTS)
-        driver.run(WARM_ELEMENTS)
-    p_runs, s_runs = _interleaved(parallel, plain, max(1, alone.elements // PULLED_PER_STEP))
-    p_cpu, s_cpu = _medians(p_runs)[0] - alone.read_cpu, _medians(s_runs)[0] - alone.read_cpu
-    if cost.cpu_per_element is None:
-        return cost
-    # the difference, not the ratio: a ratio of an operator's few µs to its noise can read 100x
-    return _replace(cost, parallel_cpu_per_element=max(0.0, cost.cpu_per_element + p_cpu - s_cpu),
-                    parallel_calls=calls)
+    parallel.run(WARM_ELEMENTS)
+    parallel.run(WARM_ELEMENTS)
+    p_runs, s_runs = _interleaved(parallel, plain, nexts)
+    change = (_medians(p_runs)[0] - _medians(s_runs)[0]) / elements_per_output
+    return _replace(cost, parallel_cpu_per_element=max(0.0, cost.cpu_per_element + change), parallel_calls=calls)
 
 
 def sample_size(hint: Hint) -> int:
