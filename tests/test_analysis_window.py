@@ -74,3 +74,35 @@ def test_an_operator_the_sampler_never_saw_running_has_its_declared_element_size
     ops = {o.name: o for o in analyze(pipe, RawTrace(snapshots=[Snapshot(t=0.03, cpu=0.01, rss=0, nodes=seen)],
                                                      cores=2)).ops}
     assert ops["widen"].bytes_per_element == 4  # what the runtime measured (node(): 4 bytes an element)
+
+
+def test_a_map_calibrated_fused_with_its_batch_is_charged_as_measured_and_the_rest_share_what_is_left():
+    """A map calibrated inside the MapAndBatch tf.data fused it into was measured as the pipeline
+    runs it (a normalizing map: 0.78 ms per minibatch so, 0.76 inside its pipeline); scaled down
+    with the operators cut out alone, a plan that gave it two calls was predicted 17% low. It is
+    charged as measured, and the others share what the process spent beyond it: the charges
+    still add up to the process CPU."""
+    from dataclasses import replace
+
+    from plumbkit.analysis.operational import Analysis, _empty_stats, cpu_per_minibatch, in_pipeline_scale
+
+    def analysis(ops, spent):  # one minibatch/s over 1 s: CPU per minibatch = CPU seconds
+        attributed = sum(o.cpu_seconds for o in ops)
+        return Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=attributed,
+                        unattributed_share=0.0, cores=2, over_attributed_share=max(0.0, attributed / spent - 1))
+
+    def stats(name, cpu, fused=False):
+        return replace(_empty_stats(PIPE, name), cpu_seconds=cpu, rate_per_core=1 / cpu, calibrated_fused=fused)
+
+    fused, cut_out = stats("aug", 0.8, fused=True), stats("decode", 1.6)
+    a = analysis([fused, cut_out], spent=2.0)
+    assert in_pipeline_scale(a, fused) == 1.0
+    assert cpu_per_minibatch(a, fused) == pytest.approx(0.8)
+    assert cpu_per_minibatch(a, cut_out) == pytest.approx(1.2)  # (2.0 - 0.8) / 1.6 of its calibrated 1.6
+    assert cpu_per_minibatch(a, fused) + cpu_per_minibatch(a, cut_out) == pytest.approx(a.cpu_seconds)
+    # negative control: both cut out alone share the scale (2.0 / 2.4), the map's charge shrinks with it
+    plain = analysis([stats("aug", 0.8), cut_out], spent=2.0)
+    assert cpu_per_minibatch(plain, plain.ops[0]) == pytest.approx(0.8 / 1.2)
+    assert cpu_per_minibatch(plain, cut_out) == pytest.approx(1.6 / 1.2)
+    # never above 1: CPU nobody accounts for is not spread onto operators
+    assert cpu_per_minibatch(analysis([fused, cut_out], spent=3.0), cut_out) == pytest.approx(1.6)

@@ -92,7 +92,7 @@ def test_a_fused_map_that_ran_one_call_at_a_time_is_also_measured_with_the_plans
     plan that gives it three calls runs it cheaper per element (the speech pipeline's mask: 0.93
     ms per minibatch with one call, 0.53 with three); priced at its one-call cost, that plan was
     predicted 17-28% low in every bench run. The plan's calls are what it is measured with, and
-    the figure reaches the plan's evidence as measured, not scaled down to the trace's CPU."""
+    both forms reach the plan's evidence as measured, not scaled down to the trace's CPU."""
     from plumbkit.engine.calibration import with_parallel_costs
     from plumbkit.planning.predict import evidence_from_trace
     trace = plumbkit.trace(_masked(), seconds=1.5)
@@ -107,6 +107,7 @@ def test_a_fused_map_that_ran_one_call_at_a_time_is_also_measured_with_the_plans
     o = again.op("map(mask)")
     ev = evidence_from_trace(again)
     assert ev.parallel_cost[fused.name] == pytest.approx(o.parallel_cpu_per_element * o.visit_ratio, rel=1e-6)
+    assert ev.cost[fused.name] == pytest.approx(o.cpu_per_element * o.visit_ratio, rel=1e-6)  # one call: likewise
     # negative control: one that ran with calls in flight already is not measured again
     ran_parallel = cal.calibrate(_masked(), trace.pipeline, names={fused.name}, parallel_calls={fused.name: 3},
                                  hints={fused.name: cal.Hint(ran_parallel=True, fused_into=_fused_batch_of(trace),

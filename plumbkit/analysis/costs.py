@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..model.costs import Calibration
+from ..model.costs import FUSED, Calibration
 from ..tunables import LATENCY_RATIO
 
 CALIBRATED = "calibrated alone"
@@ -47,6 +47,9 @@ class Cost:
     #: (calibrated for an operator that ran one call at a time; None: not measured)
     parallel_cpu: float | None = None
     parallel_calls: int = 0
+    #: calibrated inside the pair tf.data fused it into (MapAndBatch): as the pipeline runs it,
+    #: so its CPU is not scaled to the process CPU (see ``analysis.operational.in_pipeline_scale``)
+    fused: bool = False
 
 
 def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
@@ -74,7 +77,8 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
     parallel = cost.parallel_cpu_per_element if cost is not None and cpu_from == CALIBRATED else None
     return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from, bound=bound,
                 holds_gil=holds_gil, python=python, python_from=python_from, parallel_cpu=parallel,
-                parallel_calls=cost.parallel_calls if parallel is not None else 0)
+                parallel_calls=cost.parallel_calls if parallel is not None else 0,
+                fused=cpu_from == CALIBRATED and cost is not None and cost.how == FUSED)
 
 
 def gil_time(holds_gil: bool, bound: str | None, cpu: float | None, cpu_from: str,

@@ -111,7 +111,6 @@ def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: 
     graph_def = graph_edits.graph_def_of(ds, allow_external_state=True)
     options = observable(ds).options()
     rows = []
-    scale = in_pipeline_scale(after.analysis)  # what the LP and the predictions use
     visits = {o.name: o.visit_ratio for o in before.ops}
     fused = {k: h for k, h in hints(before).items() if h.fused_into and h.fused_batch}
     for old in before.ops:
@@ -133,6 +132,7 @@ def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: 
             how = sample_truth if op.kind in SAMPLED_KINDS else prefix_truth
             truth = how(graph_def, op.name, op.inputs[0], options, elements=n,
                         inputs_per_element=per_input, rounds=rounds)
+        scale = in_pipeline_scale(after.analysis, new)  # what the LP and the predictions use
         used = new.cpu_per_element * scale if new.cpu_per_element is not None else None
         rows.append({"operator": op.label, "truth": truth, "truth_how": how.__name__.split("_")[0],
                      "before": _per_element(old),
@@ -141,7 +141,7 @@ def operator_errors(name: str, make: Callable[[], tf.data.Dataset], *, seconds: 
                      "used": used, "used_error": _error(used, truth)})
     return {"pipeline": name, "operators": len(before.pipeline), "calibrated": sum(
         1 for c in (after.calibration.costs.values() if after.calibration else ()) if c.cpu_per_element is not None),
-        "calibration_seconds": calibration_seconds, "in_pipeline_scale": scale, "rows": rows}
+        "calibration_seconds": calibration_seconds, "in_pipeline_scale": in_pipeline_scale(after.analysis), "rows": rows}
 
 
 def _per_element(o) -> float | None:

@@ -381,12 +381,11 @@ def _batches_as_written(ev: Evidence, changes: list[Change],
 
 
 def _scale_note(analysis: Analysis) -> str | None:
-    scale = in_pipeline_scale(analysis)
-    if scale > 0.95:
+    if in_pipeline_scale(analysis) > 0.95:
         return None
-    return (f"calibrated alone, your operators add up to {1 / scale:.2f}x the CPU the process spent while "
-            f"the pipeline ran; the plan and its prediction use each operator's calibrated share of what "
-            f"the process spent")
+    return (f"calibrated alone, your operators add up to {1 + analysis.over_attributed_share:.2f}x the CPU the "
+            f"process spent while the pipeline ran; the plan and its prediction use each operator's calibrated "
+            f"share of what the process spent")
 
 
 def threadpool_size(calls_in_flight: int, cores: float) -> int:

@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping, Protocol
 
 from ..analysis.costs import GIL_QUEUED
-from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, in_pipeline_scale
+from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch
 from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
@@ -275,9 +275,8 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
             threads[o.name] = int(o.parallelism)
         if (o.name in cost and o.name not in calibrated and o.parallel_cpu_per_element is not None
                 and o.cpu_per_element and ran_one_call_at_a_time(o.runtime, p[o.name].op, o.parallelism)):
+            # scaled as its one-call form is: as measured when it was calibrated fused with its batch
             parallel[o.name] = cost[o.name] * o.parallel_cpu_per_element / o.cpu_per_element
-            if _fused(o.runtime):
-                parallel[o.name] /= in_pipeline_scale(a)
     return Evidence(
         pipeline=p, cost=cost, visits=visits,
         sequential=frozenset(op.name for op in p if not op.parallelizable), cores=float(cores or a.cores),
@@ -298,13 +297,7 @@ def neighbours_within(a: Analysis, cores: float | None) -> float:
 
 
 def _fused(runtime: str | None) -> bool:
-    """tf.data ran the operator fused with its batch (``MapAndBatch``). A fused map's parallel
-    form (the pair measured with the plan's calls) is charged as measured; a plain map's is
-    scaled in-pipeline like every other cost. Chosen on the tuning set: the speech pipeline's
-    fused mask spent 0.46 ms per minibatch inside its pipeline, and its parallel form read
-    0.37-0.49 as measured, 0.26-0.34 scaled (the plan then predicted 56% high). The random flip, a
-    plain map, read 1.9-2.2 ms per minibatch as measured, where its whole plan (flip, normalize,
-    batch, cache read) spent 2.5; scaled, 1.3-1.4."""
+    """tf.data ran the operator fused with its batch (``MapAndBatch``)."""
     return "MapAndBatch" in (runtime or "")
 
 
