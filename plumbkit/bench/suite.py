@@ -337,25 +337,24 @@ def _traced_cpu_per_batch(a) -> float | None:
 def _drift(row: dict) -> float | None:
     """Your pipeline's CPU per minibatch in the comparison over what the trace read: the same
     pipeline, minutes apart. What the machine changed meanwhile, not the model (a 150 s run of
-    one pipeline on this VM read 8.1 ms per minibatch for 95 s, then 6.5: 2026-11-27 NOTE)."""
+    one pipeline on this VM read 8.1 ms per minibatch for 95 s, then 6.5: 2026-11-27-fused-scale NOTE)."""
     traced, measured = row.get("traced_cpu_per_batch"), row.get("cpu_per_batch", {}).get("yours")
     return measured / traced - 1 if traced and measured else None
 
 
-def _drift_cell(row: dict) -> str:
-    drift = _drift(row)
-    if drift is None:
+def _ms_pair(first: float | None, second: float | None, change: float | None) -> str:
+    """Two CPU figures per minibatch and how far apart they are."""
+    if change is None or first is None or second is None:
         return "—"
-    return (f"{1e3 * row['traced_cpu_per_batch']:.2f} ms, {1e3 * row['cpu_per_batch']['yours']:.2f} ms "
-            f"({100 * drift:+.0f}%)")
+    return f"{1e3 * first:.2f} ms, {1e3 * second:.2f} ms ({100 * change:+.0f}%)"
+
+
+def _drift_cell(row: dict) -> str:
+    return _ms_pair(row.get("traced_cpu_per_batch"), row.get("cpu_per_batch", {}).get("yours"), _drift(row))
 
 
 def _cpu_cell(row: dict) -> str:
-    error = _cpu_error(row)
-    if error is None:
-        return "—"
-    return (f"{1e3 * row['predicted_cpu_per_batch']:.2f} ms, {1e3 * row['cpu_per_batch']['plumbkit']:.2f} ms "
-            f"({100 * error:+.0f}%)")
+    return _ms_pair(row.get("predicted_cpu_per_batch"), row.get("cpu_per_batch", {}).get("plumbkit"), _cpu_error(row))
 
 
 def end_to_end_table(rows: list[dict]) -> list[str]:
