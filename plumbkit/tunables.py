@@ -137,6 +137,15 @@ NEIGHBOUR_FLOOR = 0.05
 #: Machine: the dev VM (2 cores).
 #: Sensitive to: the core count (a larger machine needs a larger figure to matter).
 LOAD_CHANGE_CORES = 0.25
+#: The comparison says the machine moved between the trace and the comparison when your
+#: pipeline's process CPU per minibatch differs by more than this share (the prediction was
+#: made from the trace's reading).
+#: From: one pipeline run for 150 s alone on the dev VM stepped 25% in its CPU per minibatch
+#: (at 3f2ee96, benchmarks/results/2026-11-27-fused-scale/machine_drift.log); the bench rows moved a median
+#: 10% (tuning) and 6% (held-out) between trace and comparison. A fifth sits above that median.
+#: Machine: the dev VM (2 cores, AMD EPYC).
+#: Sensitive to: the host's other tenants; a short trace (a coarser reading).
+DRIFT_SHARE = 0.2
 
 # -- Bytes: what tf.data counts (plumbkit.analysis.operational, plumbkit.tfdata.memory_guard) -
 

@@ -37,6 +37,22 @@ def test_speedup_verdicts_no_measurable_change_faster_slower_too_few():
     assert not two.measurable and "too few rounds" in two.verdict
 
 
+def test_the_machine_moving_between_the_trace_and_the_comparison_is_said_with_both_readings():
+    """The same pipeline, measured twice: a different CPU per minibatch is the machine, not the
+    model (one pipeline alone on the dev VM stepped 25% for minutes), and the user should read a
+    prediction's miss against it. Within the threshold, nothing is said."""
+    def measured(*cpu):
+        return Comparison(results={"yours": Result("yours", [100.0] * len(cpu), cpu_per_batch=list(cpu))},
+                          protocol=Protocol())
+    moved = measured(0.0060, 0.0061, 0.0059).drift("yours", 0.0080)
+    assert moved is not None and "8.00 ms" in moved and "6.00 ms" in moved and "-25%" in moved
+    assert "prediction was made from the first" in moved
+    # negative controls: a small move, no reading, no such contender
+    assert measured(0.0075, 0.0076, 0.0074).drift("yours", 0.0080) is None
+    assert measured(0.0062).drift("yours", None) is None
+    assert measured(0.0062).drift("plumbkit", 0.0080) is None
+
+
 def _exact_coverage(n: int, rank: int) -> float:
     """Counted over the 2**n equally likely patterns of ratios below/above the true median: the
     interval [x_(rank), x_(n-rank+1)] holds it when rank..n-rank of them lie below."""

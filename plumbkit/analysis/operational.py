@@ -113,6 +113,13 @@ class Analysis:
     over_attributed_share: float = 0.0  # calibrated CPU above the process CPU (noise, or cheaper in the pipeline)
     neighbour_cores: float | None = None  # cores competing processes kept busy over the window (None: unknown)
 
+    @property
+    def cpu_per_batch(self) -> float | None:
+        """Process CPU seconds per minibatch over the window: everything the process spent,
+        the figure the in-pipeline scale and the prediction start from (None: nothing ran)."""
+        seconds = self.window[1] - self.window[0]
+        return self.cpu_seconds / (self.throughput * seconds) if self.throughput > 0 and seconds > 0 else None
+
 
 #: Fewer snapshots than this after warm-up: measure from the start (zero counters) instead.
 MIN_WINDOW_SNAPSHOTS = 4

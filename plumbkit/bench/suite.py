@@ -121,7 +121,7 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
         "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
         # your pipeline's CPU per minibatch as the trace read it, minutes before the comparison
-        "traced_cpu_per_batch": _traced_cpu_per_batch(plan.trace.analysis),
+        "traced_cpu_per_batch": plan.trace.analysis.cpu_per_batch,
         "predicted_idle_per_batch": plan.prediction.idle_per_batch,
         # cores kept busy, measured: what the idle per hand-off predicts (the CPU limit's share)
         "busy_cores": ((med.get("plumbkit") or 0) * (res["plumbkit"].cpu_per_batch_median or 0)
@@ -326,12 +326,6 @@ def _cell(row: dict, key: str) -> str:
 def _cpu_error(row: dict) -> float | None:
     measured, predicted = row.get("cpu_per_batch", {}).get("plumbkit"), row.get("predicted_cpu_per_batch")
     return (predicted - measured) / measured if measured and predicted else None
-
-
-def _traced_cpu_per_batch(a) -> float | None:
-    """Process CPU seconds per minibatch over the trace's window."""
-    seconds = a.window[1] - a.window[0]
-    return a.cpu_seconds / (a.throughput * seconds) if a.throughput > 0 and seconds > 0 else None
 
 
 def _drift(row: dict) -> float | None:

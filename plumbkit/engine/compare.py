@@ -54,7 +54,7 @@ from ..host.machine import neighbour_cores, read_machine
 from ..model.errors import first_line
 from ..model.protocol import BRIEF, FULL, PROTOCOLS, QUICK, Protocol  # noqa: F401 - re-exported: the engine API
 from ..tfdata.run import Runner
-from ..tunables import LOAD_CHANGE_CORES
+from ..tunables import DRIFT_SHARE, LOAD_CHANGE_CORES
 from .scheduler import checkpoint
 
 if TYPE_CHECKING:
@@ -316,6 +316,18 @@ class Comparison:
         return (f"the machine's load changed between the trace and the comparison: other processes kept "
                 f"{traced:.1f} cores busy during the trace and {now:.1f} while measured; the prediction "
                 f"counts the cores free during the trace")
+
+    def drift(self, name: str, traced: float | None, *, threshold: float = DRIFT_SHARE) -> str | None:
+        """A warning when ``name`` spent a different process CPU per minibatch while measured
+        than the trace read (``traced``, the figure the prediction was made from): the same
+        pipeline, so the machine moved, not the model. None when it held."""
+        r = self.results.get(name)
+        now = r.cpu_per_batch_median if r is not None else None
+        if not traced or not now or abs(now / traced - 1) <= threshold:
+            return None
+        return (f"the machine moved between the trace and the comparison: your pipeline spent "
+                f"{traced * 1e3:.2f} ms of CPU per minibatch during the trace and {now * 1e3:.2f} ms while "
+                f"measured ({100 * (now / traced - 1):+.0f}%); the prediction was made from the first")
 
     def needs_another_round(self, pairs: Iterable[tuple[str, str]]) -> bool:
         """Whether a speed-up among ``pairs`` is too noisy and another round may settle it

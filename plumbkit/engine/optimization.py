@@ -351,7 +351,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                                first_epoch=first_epoch,  # the plan's cache cannot fill in time: like with like
                                settle=[(PLUMBKIT, YOURS)] if changes else [],  # extra rounds only decide what ships
                                on_progress=lambda msg, f: progress(f"measuring alike, {msg}", 0.3 + 0.7 * f))
-    planned.notes += [n for n in (cores_note(ev), comparison.load_change(original.analysis.neighbour_cores)) if n]
+    planned.notes += [n for n in (cores_note(ev), comparison.load_change(original.analysis.neighbour_cores),
+                                  comparison.drift(YOURS, original.analysis.cpu_per_batch)) if n]
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
                       runtime=runtime, disk=disk)
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
