@@ -141,8 +141,9 @@ LOAD_CHANGE_CORES = 0.25
 #: pipeline's process CPU per minibatch differs by more than this share (the prediction was
 #: made from the trace's reading).
 #: From: one pipeline run for 150 s alone on the dev VM stepped 25% in its CPU per minibatch
-#: (at 3f2ee96, benchmarks/results/2026-11-27-fused-scale/machine_drift.log); the bench rows moved a median
-#: 10% (tuning) and 6% (held-out) between trace and comparison. A fifth sits above that median.
+#: (at 3f2ee96, benchmarks/results/2026-11-27-fused-scale/machine_drift.log); the bench rows
+#: moved a median 10% (tuning) and 6% (held-out) between trace and comparison. A fifth sits
+#: above that median.
 #: Machine: the dev VM (2 cores, AMD EPYC).
 #: Sensitive to: the host's other tenants; a short trace (a coarser reading).
 DRIFT_SHARE = 0.2

@@ -114,11 +114,15 @@ class Analysis:
     neighbour_cores: float | None = None  # cores competing processes kept busy over the window (None: unknown)
 
     @property
+    def minibatches(self) -> float:
+        """Minibatches the root produced over the window (what CPU over the window is per)."""
+        return self.throughput * (self.window[1] - self.window[0])
+
+    @property
     def cpu_per_batch(self) -> float | None:
         """Process CPU seconds per minibatch over the window: everything the process spent,
         the figure the in-pipeline scale and the prediction start from (None: nothing ran)."""
-        seconds = self.window[1] - self.window[0]
-        return self.cpu_seconds / (self.throughput * seconds) if self.throughput > 0 and seconds > 0 else None
+        return self.cpu_seconds / self.minibatches if self.minibatches > 0 else None
 
 
 #: Fewer snapshots than this after warm-up: measure from the start (zero counters) instead.

@@ -172,8 +172,7 @@ def solve(trace: Traced, *, cores: float, skip: set[str] = frozenset(),
     needs = demands(a, skip=skip, max_threads=caps)
     overhead_cpu = a.cpu_seconds - a.attributed_cpu_seconds
     if include_overhead and overhead_cpu > 0 and a.throughput > 0:
-        window = a.window[1] - a.window[0]
-        needs.append(Demand(OVERHEAD, cpu=overhead_cpu / (a.throughput * window)))
+        needs.append(Demand(OVERHEAD, cpu=overhead_cpu / a.minibatches))
     floors = {d.name: HEDGE_THETA * cores for d in needs} if hedge else None
     if floors and sum(floors.values()) > cores:
         floors = None
