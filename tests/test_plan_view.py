@@ -15,7 +15,7 @@ from plumbkit.model.demand import ModelDemand
 from plumbkit.model.plan import CacheDecision
 from plumbkit.planning.predict import TRAINING_STEP, Prediction
 from plumbkit.planning.right_size import RightSizing
-from plumbkit.render.html import AUTOTUNE_NOTE, plan_headline, plan_html, predicted_speedup
+from plumbkit.render.html import AUTOTUNE_NOTE, plan_headline, plan_html
 from plumbkit.render.text import cache_row
 from plumbkit.widgets.optimize_panel import done_message
 
@@ -39,7 +39,7 @@ def plan_with(ratios: tuple[float, ...], *, changes: tuple[str, ...] = ("map(f):
 
 def test_the_headline_is_the_measured_speedup_then_the_predicted_one():
     plan = plan_with((5.0, 5.2, 5.4))
-    assert predicted_speedup(plan) == 484.0 / 110.0
+    assert plan.predicted_speedup == 484.0 / 110.0
     assert plan_headline(plan) == "5.2× faster than yours, measured; predicted 4.4×"
 
 

@@ -97,20 +97,26 @@ def test_the_legacy_parallel_interleave_has_no_parallelism_to_set_so_baselines_k
     assert rebuilt["ParallelMapDatasetV2"].tunables["parallelism"] == CORES
 
 
-def _row(name: str, error: float, split: str | None) -> dict:
-    row = {"pipeline": name, "prediction_error": error}
+def _row(name: str, error: float, split: str | None, speedup_error: float | None = None) -> dict:
+    row = {"pipeline": name, "prediction_error": error, "speedup_error": speedup_error}
     return row if split is None else {**row, "split": split}
 
 
 def test_the_report_gives_the_prediction_error_of_each_set_apart():
-    rows = [_row("a", 0.02, TUNING), _row("b", 0.08, None), _row("c", 0.04, TUNING),  # no split: a tuning row
-            _row("p", 0.30, HELD_OUT), _row("q", 0.10, HELD_OUT)]
+    rows = [_row("a", 0.02, TUNING, -0.12), _row("b", 0.08, None, 0.06), _row("c", 0.04, TUNING),  # no split: tuning
+            _row("p", 0.30, HELD_OUT, 0.05), _row("q", 0.10, HELD_OUT)]
     errors = prediction_errors(rows)
     assert errors == {TUNING: {"median": 0.04, "worst": 0.08, "pipelines": 3},
                       HELD_OUT: {"median": pytest.approx(0.20), "worst": 0.30, "pipelines": 2}}
     lines = prediction_error_lines(rows)
     assert lines[0].startswith("Prediction error before the fact, tuning set: median 4%, worst 8% over 3")
     assert "held-out set: median 20%, worst 30% over 2" in lines[1]
+    # the predicted speed-up's error, signed in a row, counted by its size; rows without one skipped
+    assert prediction_errors(rows, "speedup_error") == {TUNING: {"median": pytest.approx(0.09), "worst": 0.12,
+                                                                 "pipelines": 2},
+                                                        HELD_OUT: {"median": 0.05, "worst": 0.05, "pipelines": 1}}
+    assert lines[2].startswith("Speed-up over yours, predicted (both predictions from the trace) against measured "
+                               "alike, tuning set: median error 9%, worst 12% over 2")
 
 
 def test_the_bench_takes_a_split_option():

@@ -154,6 +154,15 @@ class Plan:
         return planned / yours if planned and yours else None
 
     @property
+    def predicted_speedup(self) -> float | None:
+        """The plan's prediction over the prediction for yours, the configuration the measured
+        speed-up is over, both made from the same trace (so the machine's drift between the trace
+        and the comparison cancels, as it does in the speed-up measured alike). None: not
+        measured alike, or either prediction is missing."""
+        yours = self.predictions.get(self.speedup.over) if self.speedup is not None else None
+        return self.compared_prediction.throughput / yours if yours else None
+
+    @property
     def predicted_steps_per_s(self) -> float | None:
         """Training steps/s of the plan predicted before the fact (None without a model):
         ``step_prediction.throughput``, beside its own binding limit."""

@@ -39,7 +39,7 @@ def plan_headline(plan: "Plan") -> str:
         return "nothing to change: your pipeline is returned unchanged"
     if plan.right_sizing is not None and plan.steps_comparison is not None:
         return plan.verdict  # right-sized to the model: training steps/s measured alike decide
-    predicted = predicted_speedup(plan)
+    predicted = plan.predicted_speedup
     then = f"; predicted {predicted:.1f}×" if predicted is not None else ""
     speedup = plan.speedup
     if speedup is None:
@@ -49,13 +49,6 @@ def plan_headline(plan: "Plan") -> str:
     if speedup.faster:
         return f"{speedup.ratio:.1f}× faster than yours, measured{then}"
     return f"slower than yours: {speedup.ratio:.2f}× its throughput, measured{then}"
-
-
-def predicted_speedup(plan: "Plan") -> float | None:
-    """The plan's prediction over the prediction for yours, the configuration the measured
-    speed-up is over (None: not measured alike, or either prediction is missing)."""
-    yours = plan.predictions.get(plan.speedup.over) if plan.speedup is not None else None
-    return plan.compared_prediction.throughput / yours if yours else None
 
 
 def _returned(plan: "Plan") -> str:
