@@ -75,6 +75,8 @@ def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight
     ran_parallel = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2},
                                  hints={name: cal.Hint(ran_parallel=True)}).costs[name]
     assert ran_parallel.parallel_cpu_per_element is None and ran_parallel.parallel_calls == 0
+    # its wall time is a thread's only where it ran one call at a time
+    assert sequential.one_call and sequential.wall_per_element > 0 and not ran_parallel.one_call
 
 
 def mask(m):

@@ -50,6 +50,9 @@ class Cost:
     #: calibrated inside the pair tf.data fused it into (MapAndBatch): as the pipeline runs it,
     #: so its CPU is not scaled to the process CPU (see ``analysis.operational.in_pipeline_scale``)
     fused: bool = False
+    #: seconds one thread is busy per element, one call at a time (calibrated alone in the one-call
+    #: form it ran in; None: not so calibrated): a thread's limit, where ``cpu`` is the cores'
+    thread: float | None = None
 
 
 def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibration | None,
@@ -78,7 +81,8 @@ def operator_cost(name: str, label: str, *, holds_gil: bool, calibration: Calibr
     return Cost(cpu=cpu, cpu_from=cpu_from, latency=latency, latency_from=latency_from, bound=bound,
                 holds_gil=holds_gil, python=python, python_from=python_from, parallel_cpu=parallel,
                 parallel_calls=cost.parallel_calls if parallel is not None else 0,
-                fused=cpu_from == CALIBRATED and cost is not None and cost.how == FUSED)
+                fused=cpu_from == CALIBRATED and cost is not None and cost.how == FUSED,
+                thread=cost.wall_per_element if cpu_from == CALIBRATED and cost.one_call else None)
 
 
 def gil_time(holds_gil: bool, bound: str | None, cpu: float | None, cpu_from: str,

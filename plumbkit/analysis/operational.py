@@ -72,6 +72,9 @@ class OpStats:
     #: its CPU was calibrated inside the MapAndBatch tf.data fused it into, as the pipeline
     #: runs it: charged as measured, not scaled (see :func:`in_pipeline_scale`)
     calibrated_fused: bool = False
+    #: seconds one thread is busy per element run one call at a time, calibrated alone (its
+    #: kernels may use other threads too: the CPU clock reads more); None: not so calibrated
+    thread_per_element: float | None = None
 
     @property
     def capacity(self) -> float:
@@ -343,7 +346,7 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
         bound=cost.bound if C else None, holds_gil=op.holds_gil,
         python_per_element=cost.python, python_from=cost.python_from,
         parallel_cpu_per_element=cost.parallel_cpu if C else None, parallel_calls=cost.parallel_calls if C else 0,
-        calibrated_fused=bool(C) and cost.fused,
+        calibrated_fused=bool(C) and cost.fused, thread_per_element=cost.thread if C else None,
     )
 
 

@@ -59,6 +59,9 @@ class OperatorCost:
     #: it so, and CPU per element falls with concurrency)
     parallel_cpu_per_element: float | None = None
     parallel_calls: int = 0
+    #: Calibrated alone in the one-call form it ran in: ``wall_per_element`` is then the time one
+    #: thread is busy with an element (below its CPU where its kernels run on other threads too)
+    one_call: bool = False
     elements: int = 0  # elements produced per timed run
     runs: int = 0
     spread: float = 0.0  # (max - min) / median of the timed runs' CPU

@@ -18,7 +18,9 @@ threads, whose output is cached and where prefetches sit. In steady state an ope
 cache costs nothing; the cache read and everything above it cost what they cost. Work runs on
 threads: the consumer's, a prefetch's, a parallel operator's pool (its own function) and its
 runner (the sequential operators below it, up to the next thread boundary). The prediction is
-the smallest of: each thread's capacity (1 / its work per minibatch), each parallel operator's
+the smallest of: each thread's capacity (1 / the seconds it is busy per minibatch: an operator's
+CPU, or the wall time one call at a time took when calibrated so, where its kernels also ran on
+other threads and the CPU clock read more), each parallel operator's
 ``min(threads, cores) / w_i``, the cores over the CPU per minibatch (operators, hand-offs,
 cache reads, the consumer), the disk, and, where an operator waits or runs Python, the resource
 LP (:func:`plumbkit.planning.lp.solve_resource_lp`) at the layout's own concurrency: calls in
@@ -217,6 +219,10 @@ class Evidence:
     #: operator -> what reading a disk tier of its output back costs (measured; a layout's
     #: ``on_disk`` operators are charged these instead of a memory cache's read)
     tiers: Mapping[str, TierRead] = field(default_factory=dict)
+    #: operator -> seconds per minibatch one thread is busy running it one call at a time, where
+    #: that is below its CPU (its kernels also ran on other threads): what it costs the thread
+    #: it runs on; its CPU is what it costs the cores
+    thread_cost: Mapping[str, float] = field(default_factory=dict)
     #: cores other processes that compete with this one kept busy during the trace (of ``cores``;
     #: below NEIGHBOUR_FLOOR: none): the CPU limits count only the cores left free
     neighbours: float = 0.0
@@ -262,6 +268,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
     visits: dict[str, float] = {}
     threads: dict[str, int] = {}
     parallel: dict[str, float] = {}
+    thread: dict[str, float] = {}
     for o in a.ops:
         if o.injected or o.name not in p.operators:
             continue
@@ -277,12 +284,15 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
                 and o.cpu_per_element and ran_one_call_at_a_time(o.runtime, p[o.name].op, o.parallelism)):
             # scaled as its one-call form is: as measured when it was calibrated fused with its batch
             parallel[o.name] = cost[o.name] * o.parallel_cpu_per_element / o.cpu_per_element
+        if (o.name in cost and o.name not in calibrated and o.thread_per_element is not None and o.visit_ratio
+                and not ran_parallel(o.runtime, p[o.name].op)):
+            thread[o.name] = min(cost[o.name], o.thread_per_element * o.visit_ratio)
     return Evidence(
         pipeline=p, cost=cost, visits=visits,
         sequential=frozenset(op.name for op in p if not op.parallelizable), cores=float(cores or a.cores),
         runtime=runtime or RuntimeCosts(), disk=disk, ceilings=dict(ceilings or {}), cost_source="calibrated" if calibrated else "trace",
         threads_seen=threads, injected_prefetch=any(o.injected and o.kind == "prefetch" for o in a.ops),
-        parallel_cost=parallel, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
+        parallel_cost=parallel, thread_cost=thread, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
         consumer_gil=a.consumer_cpu_per_batch or 0.0, tiers=dict(tiers or {}), neighbours=neighbours_within(a, cores),
     )
 
@@ -415,9 +425,10 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
     cpu = stage_work["consumer thread"]
     pooled = 0.0  # elements per minibatch through the busiest parallel operator's pool
 
-    def charge(stage: str, seconds: float) -> None:
+    def charge(stage: str, seconds: float, thread: float | None = None) -> None:
+        """``seconds`` of CPU, ``thread`` of them (default: all) on the stage's own thread."""
         nonlocal cpu
-        stage_work[stage] = stage_work.get(stage, 0.0) + seconds
+        stage_work[stage] = stage_work.get(stage, 0.0) + (seconds if thread is None else thread)
         cpu += seconds
 
     traced = layout_as_traced(ev)
@@ -467,7 +478,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
                 limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.free_cores) / w
             child_stage = f"runner thread of {op.label}"
         else:
-            charge(stage, w)
+            charge(stage, w, ev.thread_cost.get(name))
             cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))

@@ -337,9 +337,10 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
     forever = graph_edits.set_count(again, repeat, -1)
     alone = _over_sample(forever, top, repeat, options, ratio)
     cost = OperatorCost(op.name, op.label, alone.cpu, wall_per_element=alone.wall, elements=alone.elements,
+                        one_call=not hint.ran_parallel,
                         runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
-        cost = _parallel(forever, top, options, alone, cost, parallel_calls)
+        cost = _parallel(forever, top, repeat, options, ratio, cost, parallel_calls)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
     return cost
@@ -424,18 +425,27 @@ def _interleaved(first: "_Driver", second: "_Driver", nexts: int) -> tuple[list[
     return a_runs, b_runs
 
 
-def _parallel(graph_def, top: str, options, alone: _OverSample, cost: OperatorCost,
+def _parallel(graph_def, top: str, repeat: str, options, ratio: float, cost: OperatorCost,
               calls: int) -> OperatorCost:
     """An operator that ran one call at a time, measured again in its parallel form with
-    ``calls`` calls in flight, over the same sample: its CPU per element falls with concurrency
-    (measured, a planted matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with
-    3), and a plan that parallelizes it runs it so. Taken as a difference to its plain form, the
-    two runs interleaved (measured apart, 0.2 s later, the machine's drift read as +19% once)."""
-    plain = _Driver(_built(graph_def, top, options), PULLED_PER_STEP, latency=False)
-    plain.run(WARM_ELEMENTS)
-    plain.run(WARM_ELEMENTS)
-    return _with_calls(graph_def, top, top, options, plain, cost, calls,
-                       max(1, alone.elements // PULLED_PER_STEP), elements_per_output=1.0)
+    ``calls`` calls in flight, over the same sample: its CPU per element changes with concurrency
+    (a planted matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with 3), and a
+    plan that parallelizes it runs it so.
+
+    Measured as its one-call form is (:func:`_over_sample`: the operator over the sample less the
+    sample read alone, interleaved), not as a difference to a second build of its plain form:
+    a one-call map's figure moves from one build of its iterator to the next (a random flip read
+    54-80 µs per element in six calibrations, each settled within 15%), and that difference
+    carried the move of two builds into the parallel figure (21-48 µs, where the flip spent 21
+    inside its plan with three calls)."""
+    if cost.cpu_per_element is None:
+        return cost
+    try:
+        wide = graph_edits.set_parallelism(graph_def, top, calls)
+    except graph_edits.RewriteError:
+        return cost
+    parallel = _over_sample(wide, top, repeat, options, ratio)
+    return _replace(cost, parallel_cpu_per_element=parallel.cpu, parallel_calls=calls)
 
 
 def _with_calls(graph_def, top: str, node: str, options, plain: "_Driver", cost: OperatorCost, calls: int,
