@@ -438,14 +438,22 @@ def _parallel(graph_def, top: str, repeat: str, options, ratio: float, cost: Ope
     54-80 µs per element in six calibrations, each settled within 15%), and that difference
     carried the move of two builds into the parallel figure (21-48 µs, where the flip spent 21
     inside its plan with three calls)."""
-    if cost.cpu_per_element is None:
-        return cost
-    try:
-        wide = graph_edits.set_parallelism(graph_def, top, calls)
-    except graph_edits.RewriteError:
+    wide = _widened(graph_def, top, cost, calls)
+    if wide is None:
         return cost
     parallel = _over_sample(wide, top, repeat, options, ratio)
     return _replace(cost, parallel_cpu_per_element=parallel.cpu, parallel_calls=calls)
+
+
+def _widened(graph_def, node: str, cost: OperatorCost, calls: int):
+    """The graph with ``node`` given ``calls`` calls in flight; None when it has no one-call
+    figure to go with or no parallel form."""
+    if cost.cpu_per_element is None:
+        return None
+    try:
+        return graph_edits.set_parallelism(graph_def, node, calls)
+    except graph_edits.RewriteError:
+        return None
 
 
 def _with_calls(graph_def, top: str, node: str, options, plain: "_Driver", cost: OperatorCost, calls: int,
@@ -454,11 +462,8 @@ def _with_calls(graph_def, top: str, node: str, options, plain: "_Driver", cost:
     interleaved with ``plain`` (the same graph as it ran), the difference per element of
     ``node`` added to its one-call figure. The difference, not the ratio: a ratio of an
     operator's few µs to its noise can read 100x."""
-    if cost.cpu_per_element is None:
-        return cost
-    try:
-        wide = graph_edits.set_parallelism(graph_def, node, calls)
-    except graph_edits.RewriteError:
+    wide = _widened(graph_def, node, cost, calls)
+    if wide is None:
         return cost
     parallel = _Driver(_built(wide, top, options), PULLED_PER_STEP, latency=False)
     parallel.run(WARM_ELEMENTS)
