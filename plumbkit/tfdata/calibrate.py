@@ -435,9 +435,9 @@ def _parallel(graph_def, top: str, repeat: str, options, ratio: float, cost: Ope
     Measured as its one-call form is (:func:`_over_sample`: the operator over the sample less the
     sample read alone, interleaved), not as a difference to a second build of its plain form:
     a one-call map's figure moves from one build of its iterator to the next (a random flip read
-    54-80 µs per element in six calibrations, each settled within 15%), and that difference
-    carried the move of two builds into the parallel figure (21-48 µs, where the flip spent 21
-    inside its plan with three calls)."""
+    50-101 µs per element in six calibrations, each settled within 15%), and that difference
+    carried the move of two builds into the parallel figure (15-67 µs in six, where the flip spent
+    21 inside its plan with three calls; 29-40 in six measured so)."""
     wide = _widened(graph_def, top, cost, calls)
     if wide is None:
         return cost
