@@ -106,3 +106,28 @@ def test_a_map_calibrated_fused_with_its_batch_is_charged_as_measured_and_the_re
     assert cpu_per_minibatch(plain, cut_out) == pytest.approx(1.6 / 1.2)
     # never above 1: CPU nobody accounts for is not spread onto operators
     assert cpu_per_minibatch(analysis([fused, cut_out], spent=3.0), cut_out) == pytest.approx(1.6)
+
+
+def test_a_thread_is_charged_an_operators_one_call_wall_time_only_where_it_ran_one_call_at_a_time():
+    """The evidence charges a thread an operator's wall time one call at a time (``thread_cost``)
+    where that was calibrated, below its CPU, and the operator ran so; an operator tf.data ran in a
+    parallel form has no such figure (its threads' limit is its pool's), and a wall time above the
+    CPU (an operator that waits) never raises what the thread is charged."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from plumbkit.analysis.operational import Analysis, _empty_stats
+    from plumbkit.planning.predict import evidence_from_trace
+
+    def stats(name, cpu, thread, runtime, parallelism=1):
+        return replace(_empty_stats(PIPE, name), cpu_seconds=cpu, rate_per_core=1 / cpu, visit_ratio=1.0,
+                       thread_per_element=thread, runtime=runtime, parallelism=parallelism, cpu_per_element=cpu)
+
+    ops = [stats("aug", 0.002, 0.0015, "Map"), stats("decode", 0.004, 0.003, "ParallelMapV2", 2),
+           stats("range", 0.001, 0.003, "Range")]
+    spent = sum(o.cpu_seconds for o in ops)
+    a = Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=spent,
+                 unattributed_share=0.0, cores=2, over_attributed_share=0.0)
+    ev = evidence_from_trace(SimpleNamespace(analysis=a, pipeline=PIPE))
+    assert ev.thread_cost == {"aug": pytest.approx(0.0015), "range": pytest.approx(0.001)}
+    assert ev.cost["aug"] == pytest.approx(0.002)  # the cores still pay its CPU
