@@ -60,13 +60,15 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
         pytest.skip(f"other processes kept {traced or 0:.1f} cores busy during the trace and {others or 0:.1f} "
                     f"while measured: neither the accuracy nor its negative control checked ({figures})")
     if prediction_error(averaged.throughput, rate) > 0.15:
-        # the restart itself is measured right (40-46 ms, as the epochs' stamps give it); the steady
-        # limit is not: the upper map's matmuls run on TensorFlow's intra-op threads, ~80 us of CPU an
-        # element (isolated truth; calibrated ~100) in ~56 us of wall time in the run's drain, and a
-        # thread's limit counts CPU as wall: "steady only" ~1,200/s where the drain runs ~2,200/s.
-        # On a faster machine the same defect shows the other way: measured 1,393/s, steady only
-        # 1,450, the averaged prediction 804 (a CI run, 2026-11-27).
-        pytest.xfail(f"known defect (issue 25, open): a thread's limit counts intra-op CPU as wall time; {figures}")
+        # Until 73effba the steady limit was a thread's, which counted the upper map's intra-op CPU
+        # (its matmuls also run on TensorFlow's intra-op threads) as the thread's wall time: "steady
+        # only" ~1,200/s where the drain runs ~2,200/s. Since then the thread is charged its wall
+        # time, the CPU binds the steady state at 1,730-2,150/s, and the averaged prediction reads
+        # 22-29% low in three runs (720-931 against 1,003-1,249 measured, 2026-11-27), and 36% high
+        # in a fourth (1,068 against 788): an epoch is predicted as a steady epoch plus the measured
+        # start-up (29-39 ms). Which of the two moves with the machine is not investigated.
+        pytest.xfail(f"known defect (issue 25, open): a short epoch's averaged rate misses by more than 15%; "
+                     f"{figures}")
     assert prediction_error(steady.throughput, rate) > 0.3, figures  # negative control: restarts matter here
 
 
