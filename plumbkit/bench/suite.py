@@ -141,8 +141,10 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "runtime": vars(plan.runtime) if plan.runtime else None,
         "reported_speedup": as_dict(reported), "independent_speedup": as_dict(independent),
         "speedup_agreement": agreement,
-        # the headline's predicted speed-up over the one measured alike: the machine's drift
-        # between the trace and the comparison cancels in both ratios, the model's miss does not
+        # the headline's predicted speed-up, and its error against the one measured alike: the
+        # machine's drift between the trace and the comparison cancels in both ratios, the
+        # model's miss does not
+        "predicted_speedup": plan.predicted_speedup,
         "speedup_error": (plan.predicted_speedup / reported.ratio - 1
                           if reported is not None and plan.predicted_speedup and reported.ratio else None),
         "speedup_agrees": agreement is not None and abs(agreement) <= AGREEMENT,
@@ -348,10 +350,10 @@ def _ms_pair(first: float | None, second: float | None, change: float | None) ->
 
 
 def _predicted_speedup_cell(row: dict) -> str:
-    error, measured = row.get("speedup_error"), (row.get("reported_speedup") or {}).get("ratio")
-    if error is None or not measured:
+    predicted, error = row.get("predicted_speedup"), row.get("speedup_error")
+    if predicted is None or error is None:
         return "—"
-    return f"{measured * (1 + error):.2f}× ({100 * error:+.0f}%)"
+    return f"{predicted:.2f}× ({100 * error:+.0f}%)"
 
 
 def _drift_cell(row: dict) -> str:
