@@ -97,13 +97,14 @@ def test_the_legacy_parallel_interleave_has_no_parallelism_to_set_so_baselines_k
     assert rebuilt["ParallelMapDatasetV2"].tunables["parallelism"] == CORES
 
 
-def _row(name: str, error: float, split: str | None, speedup_error: float | None = None) -> dict:
-    row = {"pipeline": name, "prediction_error": error, "speedup_error": speedup_error}
+def _row(name: str, error: float, split: str | None, speedup_error: float | None = None,
+         yours_error: float | None = None) -> dict:
+    row = {"pipeline": name, "prediction_error": error, "speedup_error": speedup_error, "yours_error": yours_error}
     return row if split is None else {**row, "split": split}
 
 
 def test_the_report_gives_the_prediction_error_of_each_set_apart():
-    rows = [_row("a", 0.02, TUNING, -0.12), _row("b", 0.08, None, 0.06), _row("c", 0.04, TUNING),  # no split: tuning
+    rows = [_row("a", 0.02, TUNING, -0.12, 0.10), _row("b", 0.08, None, 0.06, -0.20), _row("c", 0.04, TUNING),  # no split: tuning
             _row("p", 0.30, HELD_OUT, 0.05), _row("q", 0.10, HELD_OUT)]
     errors = prediction_errors(rows)
     assert errors == {TUNING: {"median": 0.04, "worst": 0.08, "pipelines": 3},
@@ -117,6 +118,10 @@ def test_the_report_gives_the_prediction_error_of_each_set_apart():
                                                         HELD_OUT: {"median": 0.05, "worst": 0.05, "pipelines": 1}}
     assert lines[2].startswith("Speed-up over yours, predicted (both predictions from the trace) against measured "
                                "alike, tuning set: median error 9%, worst 12% over 2")
+    # your pipeline as written, predicted against measured: the floor beside the plan's error
+    assert lines[4].startswith("Your pipeline as written, predicted from its own trace against measured")
+    assert "tuning set: median error 15%, worst 20% over 2 pipelines" in lines[4]
+    assert len(lines) == 5  # no held-out row had one: no line for it
 
 
 def test_the_bench_takes_a_split_option():

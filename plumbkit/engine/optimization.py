@@ -35,6 +35,7 @@ from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
 from ..planning.right_size import RightSizing
+from ..planning.threads_worth import threads_worth_their_cost
 from ..planning.predict import (
     Evidence,
     Prediction,
@@ -350,6 +351,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
         original = with_parallel_costs(ds, original, parallelized)
     ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
                              tiers=planned.decisions.tiers)
+    planned.changes, as_written = threads_worth_their_cost(ev, planned.changes)
+    planned.notes += as_written
     sizing = right_size_planned(planned, ev, demand)  # None: no model, or the pipeline binds
     changes = planned.changes
     prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships

@@ -1,0 +1,52 @@
+"""More threads ship only where the one prediction says they gain.
+
+The LP gives every operator its share of the cores, and the hedge turns a share into threads.
+But an operator's parallel form costs what its sequential one does not (a pool, a hand-off per
+element, wake-ups), and the model charges those costs only as well as it measured them. Where
+the plan's own prediction (:func:`plumbkit.planning.predict.predict`, the figure the user sees)
+is no faster with an operator's extra threads than without them, the extra threads buy a risk
+and no predicted gain: the operator keeps what you wrote. Fewer threads than you wrote are
+left to the plan (they save CPU a training step can use, which a pipeline-alone prediction does
+not see), and so are the threads that fill a cache in the first epoch (free in steady state,
+planned on the fill's own prediction). Pure Python.
+"""
+
+from __future__ import annotations
+
+from ..model.plan import Change
+from ..tunables import THREADS_GAIN
+from .predict import Evidence, free_in_steady_state, layout_as_traced, layout_with, predict
+
+
+def threads_worth_their_cost(ev: Evidence, changes: list[Change]) -> tuple[list[Change], list[str]]:
+    """``changes`` without the extra threads the plan's prediction does not need, and a note per
+    operator left as written.
+
+    Greedy, cheapest loss first: drop the change whose absence lowers the prediction least,
+    while the plan without it is still predicted within :data:`THREADS_GAIN` of the full plan
+    (each test against the full plan, so together they cost at most that factor)."""
+    full = predict(ev, layout_with(ev, changes))
+    kept = list(changes)
+    notes: list[str] = []
+    while True:
+        candidates = _more_threads(ev, kept)
+        if not candidates:
+            return kept, notes
+        without = {id(c): predict(ev, layout_with(ev, [k for k in kept if k is not c])) for c in candidates}
+        cheapest = max(candidates, key=lambda c: without[id(c)].throughput)
+        rest = without[id(cheapest)]
+        if rest.throughput * THREADS_GAIN < full.throughput:
+            return kept, notes
+        kept = [k for k in kept if k is not cheapest]
+        notes.append(f"{cheapest.where} keeps the threads you wrote: {rest.throughput:,.0f} minibatches/s are "
+                     f"predicted so, {full.throughput:,.0f} with {cheapest.value} threads there (more threads "
+                     f"ship only where they are predicted {100 * (THREADS_GAIN - 1):.0f}% faster)")
+
+
+def _more_threads(ev: Evidence, changes: list[Change]) -> list[Change]:
+    """The parallelism changes that give a costly-in-steady-state operator more threads than it
+    ran with as written."""
+    written = layout_as_traced(ev).threads
+    free = free_in_steady_state(ev, layout_with(ev, changes))
+    return [c for c in changes
+            if c.what == "parallelism" and c.node not in free and int(c.value) > written.get(c.node, 1)]

@@ -1,0 +1,72 @@
+"""More threads ship only where the plan's own prediction says they gain (no TensorFlow)."""
+
+import pytest
+
+from plumbkit.model.pipeline import Operator, Pipeline
+from plumbkit.model.plan import Change
+from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_with, predict
+from plumbkit.planning.threads_worth import threads_worth_their_cost
+from plumbkit.tunables import THREADS_GAIN
+
+pytestmark = pytest.mark.concurrent  # checks what is decided, not a speed (tests/run)
+
+
+def chain(*ops: tuple[str, str, str]) -> Pipeline:
+    """A linear pipeline, root first, from (name, op, kind); each operator reads the next one."""
+    linked = [Operator(name=n, op=op, kind=kind, inputs=(ops[i + 1][0],) if i + 1 < len(ops) else (), label=f"{kind}({n})")
+              for i, (n, op, kind) in enumerate(ops)]
+    return Pipeline(operators={o.name: o for o in linked}, root=linked[0].name)
+
+
+PIPE = chain(("batch", "BatchDatasetV2", "batch"), ("heavy", "MapDataset", "map"),
+             ("light", "MapDataset", "map"), ("src", "RangeDataset", "range"))
+
+
+def evidence(cost: dict, cores: float, **kw) -> Evidence:
+    return Evidence(pipeline=PIPE, cost={"batch": 0.0, "src": 0.0, **cost}, visits={"batch": 1, "heavy": 16, "light": 16, "src": 16},
+                    cores=cores, sequential=frozenset({"src"}), runtime=RuntimeCosts(handoff=2e-5), **kw)
+
+
+def threads(node: str, k: int) -> Change:
+    return Change("parallelism", f"map({node})", node, k, "LP")
+
+
+PREFETCH = Change("prefetch", "batch(batch)", "batch", 2, "overlap")
+
+
+def test_a_light_maps_threads_that_gain_nothing_are_dropped_and_the_heavy_ones_kept():
+    """On 2 cores the heavy map binds; the light map's work fits on the heavy pool's runner thread,
+    so its two threads only add hand-offs: it keeps the form you wrote, with a note saying why."""
+    ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    changes = [threads("heavy", 2), threads("light", 2), PREFETCH]
+    kept, notes = threads_worth_their_cost(ev, changes)
+    assert kept == [threads("heavy", 2), PREFETCH]
+    assert len(notes) == 1 and notes[0].startswith("map(light) keeps the threads you wrote")
+    # the plan shipped is predicted no slower than the one proposed (hand-offs saved)
+    assert predict(ev, layout_with(ev, kept)).throughput >= predict(ev, layout_with(ev, changes)).throughput
+
+
+def test_threads_the_prediction_needs_are_kept():
+    """Negative control: on 4 cores, without its threads the medium map alone on the heavy pool's
+    runner thread would bind (33/s against 50/s): both keep their threads."""
+    ev = evidence({"heavy": 0.04, "light": 0.03}, cores=4)
+    changes = [threads("heavy", 2), threads("light", 2), PREFETCH]
+    without_light = predict(ev, layout_with(ev, [threads("heavy", 2), PREFETCH])).throughput
+    assert without_light * THREADS_GAIN < predict(ev, layout_with(ev, changes)).throughput
+    assert threads_worth_their_cost(ev, changes) == (changes, [])
+
+
+def test_fewer_threads_than_you_wrote_are_left_to_the_plan():
+    """A map you wrote with 4 threads, planned with 2: predicted no faster, but it saves CPU a
+    training step can use; only extra threads are dropped."""
+    ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2, threads_seen={"light": 4})
+    changes = [threads("heavy", 2), threads("light", 2)]
+    assert threads_worth_their_cost(ev, changes)[0] == changes
+
+
+def test_threads_that_fill_a_cache_in_the_first_epoch_are_left_to_the_plan():
+    """Below a cache an operator is free in steady state: its threads are planned on the fill's
+    prediction, not this one."""
+    ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    changes = [Change("cache", "map(heavy)", "heavy", None, "cache"), threads("heavy", 2), threads("light", 2)]
+    assert threads_worth_their_cost(ev, changes)[0] == changes
