@@ -265,6 +265,27 @@ def test_ctrl_c_in_the_api_returns_a_partial_plan_promptly():
     assert not [t for t in threading.enumerate() if t.name.startswith("plumbkit")]
 
 
+def test_a_cancel_while_the_plans_cache_fills_ends_the_fill_promptly():
+    """The plan caches an epoch too long to fill in the guard's 60 s. Ctrl-C sets the operation's
+    cancel flag before it raises, and Python drops a KeyboardInterrupt that lands in a
+    garbage-collector callback: the flag alone must end the fill (it checks the operation's stop
+    event between minibatches; it ran its 60 s out, seen once in CI). Set here as the dropped
+    Ctrl-C leaves it: the flag, no exception."""
+    def make():
+        return tf.data.Dataset.range(10**9).map(lambda x: x * 2).batch(64)
+    cancelled = []
+
+    def progress(message: str, _: float) -> None:
+        if message.startswith("filling the plan's cache") and not cancelled:
+            cancelled.append(time.monotonic())
+            threading.Timer(0.5, lambda: SCHEDULER.active.cancel(INTERRUPTED)).start()
+    plan = plumbkit.optimize(make, seconds=1.0, on_progress=progress)
+    assert cancelled, "the plan filled no cache: this test no longer reaches the fill"
+    assert time.monotonic() - cancelled[0] < 10
+    assert plan.partial and plan.changes == []
+    assert plan.notes[0].startswith("interrupted (Ctrl-C) while")
+
+
 def test_a_walk_cut_short_keeps_its_completed_steps():
     def make():
         return tf.data.Dataset.range(10**9).map(lambda x: x * 2).batch(64)

@@ -41,7 +41,7 @@ def test_a_light_maps_threads_that_gain_nothing_are_dropped_and_the_heavy_ones_k
     changes = [threads("heavy", 2), threads("light", 2), PREFETCH]
     kept, notes = threads_worth_their_cost(ev, changes)
     assert kept == [threads("heavy", 2), PREFETCH]
-    assert len(notes) == 1 and notes[0].startswith("map(light) keeps the threads you wrote")
+    assert len(notes) == 1 and notes[0].startswith("map(light) keeps what you wrote (1 thread):")
     # the plan shipped is predicted no slower than the one proposed (hand-offs saved)
     assert predict(ev, layout_with(ev, kept)).throughput >= predict(ev, layout_with(ev, changes)).throughput
 

@@ -63,7 +63,7 @@ from .right_sizing import right_size_planned, ships_for_training
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
 from .restarts import measure_restarts
-from .scheduler import operation
+from .scheduler import checkpoint, operation, stop_event
 from .trace_result import Trace
 from .tracing import PipelineLike
 
@@ -500,7 +500,8 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
     progress("filling the plan's cache once (guarded by the budget)", 0.18)
     began = time.perf_counter()
     overflow = fill_cache(apply_changes(ds, planned.changes, cache_limit=planned.cache_limit), planned.fill,
-                          seconds=2 * protocol.fill_limit)
+                          seconds=2 * protocol.fill_limit, stop=stop_event())
+    checkpoint()  # a Cancel or Ctrl-C during the fill ends the operation here
     planned.fill_took = time.perf_counter() - began  # the comparison's fills will take about as long
     if not overflow:
         return planned

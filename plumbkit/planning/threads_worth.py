@@ -38,9 +38,11 @@ def threads_worth_their_cost(ev: Evidence, changes: list[Change]) -> tuple[list[
         if rest.throughput * THREADS_GAIN < full.throughput:
             return kept, notes
         kept = [k for k in kept if k is not cheapest]
-        notes.append(f"{cheapest.where} keeps the threads you wrote: {rest.throughput:,.0f} minibatches/s are "
-                     f"predicted so, {full.throughput:,.0f} with {cheapest.value} threads there (more threads "
-                     f"ship only where they are predicted {100 * (THREADS_GAIN - 1):.0f}% faster)")
+        written = layout_as_traced(ev).threads.get(cheapest.node, 1)
+        notes.append(f"{cheapest.where} keeps what you wrote ({written} thread{'s' if written != 1 else ''}): "
+                     f"{rest.throughput:,.0f} minibatches/s are predicted so, {full.throughput:,.0f} with "
+                     f"{cheapest.value} threads there (more threads ship only where they are predicted "
+                     f"{100 * (THREADS_GAIN - 1):.0f}% faster)")
 
 
 def _more_threads(ev: Evidence, changes: list[Change]) -> list[Change]:

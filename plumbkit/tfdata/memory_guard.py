@@ -13,6 +13,7 @@ anything is measured, and the optimizer falls back to no cache when the guard st
 
 from __future__ import annotations
 
+import threading
 import time
 
 import tensorflow as tf
@@ -99,12 +100,14 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
     return pruned(graph_def)
 
 
-def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float) -> str | None:
+def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float,
+               stop: threading.Event | None = None) -> str | None:
     """Consume ``batches`` minibatches of ``ds`` (epochs repeated), filling its guarded cache
     before anything is measured, so its true size is known.
 
     Returns the guard's sentence if the cache passed its limit, else None (filled, or the time
-    ran out first: the measurement's own warm-up then carries on). Other errors propagate.
+    ran out first: the measurement's own warm-up then carries on; or ``stop`` was set, a Cancel
+    or a Ctrl-C: the caller's next checkpoint ends the operation). Other errors propagate.
     """
     from .run import measurable
     it = iter(measurable(ds))
@@ -112,7 +115,7 @@ def fill_cache(ds: tf.data.Dataset, batches: int, *, seconds: float) -> str | No
     try:
         for _ in range(batches):
             next(it)
-            if time.perf_counter() > deadline:
+            if time.perf_counter() > deadline or (stop is not None and stop.is_set()):
                 return None
     except tf.errors.InvalidArgumentError as err:
         if is_guard_error(err.message):
