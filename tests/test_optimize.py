@@ -155,7 +155,11 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
     # the map below the cache may get threads that fill it (the first epoch): not what this is about
     whats = [c.what for c in plan.proposed_changes if not (c.what == "parallelism" and c.where in plan.free)]
     said = any(n.startswith("no prefetch at the top") for n in plan.notes)
-    if gain > PREFETCH_LOSS * 1.05:
+    # the decision's own ratio also charges the consumer's thread a cache read per minibatch without
+    # the prefetch (1-2 us beside ~20 us a pull): up to ~8% below the ceilings' ratio, so the band
+    # where either is right reaches 15% above the threshold (CI read 1.198 and 1.197 there, and the
+    # plan kept its prefetch, predicted less than 10% slower)
+    if gain > PREFETCH_LOSS * 1.15:
         assert whats == ["cache"] and said, (gain, plan.proposed_changes, plan.notes)
     elif gain < PREFETCH_LOSS * 0.95:
         assert whats == ["cache", "prefetch"] and not said, (gain, plan.proposed_changes, plan.notes)
