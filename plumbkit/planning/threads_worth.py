@@ -26,29 +26,22 @@ def threads_worth_their_cost(ev: Evidence, changes: list[Change]) -> tuple[list[
     while the plan without it is still predicted within :data:`THREADS_GAIN` of the full plan
     (each test against the full plan, so together they cost at most that factor)."""
     full = predict(ev, layout_with(ev, changes))
+    written = layout_as_traced(ev).threads
+    free = free_in_steady_state(ev, layout_with(ev, changes))  # set by the caches, which stay
+    candidates = [c for c in changes
+                  if c.what == "parallelism" and c.node not in free and int(c.value) > written.get(c.node, 1)]
     kept = list(changes)
     notes: list[str] = []
-    while True:
-        candidates = _more_threads(ev, kept)
-        if not candidates:
-            return kept, notes
-        without = {id(c): predict(ev, layout_with(ev, [k for k in kept if k is not c])) for c in candidates}
-        cheapest = max(candidates, key=lambda c: without[id(c)].throughput)
-        rest = without[id(cheapest)]
+    while candidates:
+        rest, cheapest = max(((predict(ev, layout_with(ev, [k for k in kept if k is not c])), c) for c in candidates),
+                             key=lambda pair: pair[0].throughput)
         if rest.throughput * THREADS_GAIN < full.throughput:
-            return kept, notes
+            break
         kept = [k for k in kept if k is not cheapest]
-        written = layout_as_traced(ev).threads.get(cheapest.node, 1)
-        notes.append(f"{cheapest.where} keeps what you wrote ({written} thread{'s' if written != 1 else ''}): "
+        candidates = [c for c in candidates if c is not cheapest]
+        n = written.get(cheapest.node, 1)
+        notes.append(f"{cheapest.where} keeps what you wrote ({n} thread{'s' if n != 1 else ''}): "
                      f"{rest.throughput:,.0f} minibatches/s are predicted so, {full.throughput:,.0f} with "
                      f"{cheapest.value} threads there (more threads ship only where they are predicted "
                      f"{100 * (THREADS_GAIN - 1):.0f}% faster)")
-
-
-def _more_threads(ev: Evidence, changes: list[Change]) -> list[Change]:
-    """The parallelism changes that give a costly-in-steady-state operator more threads than it
-    ran with as written."""
-    written = layout_as_traced(ev).threads
-    free = free_in_steady_state(ev, layout_with(ev, changes))
-    return [c for c in changes
-            if c.what == "parallelism" and c.node not in free and int(c.value) > written.get(c.node, 1)]
+    return kept, notes
