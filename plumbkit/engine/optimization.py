@@ -35,7 +35,7 @@ from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
 from ..planning.right_size import RightSizing
-from ..planning.threads_worth import threads_worth_their_cost
+from ..planning.worth_shipping import plan_worth_its_changes, threads_worth_their_cost
 from ..planning.predict import (
     Evidence,
     Prediction,
@@ -353,9 +353,14 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                              tiers=planned.decisions.tiers)
     planned.changes, as_written = threads_worth_their_cost(ev, planned.changes)
     planned.notes += as_written
+    if demand is None:  # with a model in the loop the training step judges the plan (right-sizing)
+        planned.changes, stays = plan_worth_its_changes(ev, planned.changes)
+        if stays:
+            _keep_yours(planned, stays)
     sizing = right_size_planned(planned, ev, demand)  # None: no model, or the pipeline binds
     changes = planned.changes
-    prediction = predict(ev, layout_with(ev, changes))  # the one prediction: the layout that ships
+    # the one prediction: the layout that ships (yours as it ran, where nothing changes)
+    prediction = predict(ev, layout_with(ev, changes) if changes else layout_as_traced(ev))
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
     contenders = _contenders(ds, build_yours, planned, cores=cores, compare=compare)
@@ -374,6 +379,16 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                  progress=progress, demand=demand, build_yours=build_yours)
     progress("done", 1.0)
     return plan
+
+
+def _keep_yours(planned: _Planned, notes: list[str]) -> None:
+    """The plan is predicted no faster than yours: nothing ships, and nothing shown says otherwise
+    (no cache, no tier; the rivals built with "the same cache" get none)."""
+    planned.notes += notes
+    planned.cache = CacheDecision(None, None, None, planned.cache.budget,
+                                  "none: your pipeline stays as you wrote it (see the notes)")
+    planned.decisions = dataclasses.replace(planned.decisions, tier=None)
+    planned.fill = planned.rival_fill = planned.yours_fill
 
 
 def _predicted_figures(plan: Plan, ev: Evidence, user: Any, planned: _Planned, cores: float) -> None:

@@ -1,12 +1,12 @@
-"""More threads ship only where the plan's own prediction says they gain (no TensorFlow)."""
+"""Changes ship only where the plan's own prediction says they gain: threads, then the plan (no TensorFlow)."""
 
 import pytest
 
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
-from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_with, predict
-from plumbkit.planning.threads_worth import threads_worth_their_cost
-from plumbkit.tunables import THREADS_GAIN
+from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_as_traced, layout_with, predict
+from plumbkit.planning.worth_shipping import plan_worth_its_changes, threads_worth_their_cost
+from plumbkit.tunables import PREDICTED_GAIN
 
 pytestmark = pytest.mark.concurrent  # checks what is decided, not a speed (tests/run)
 
@@ -52,7 +52,7 @@ def test_threads_the_prediction_needs_are_kept():
     ev = evidence({"heavy": 0.04, "light": 0.03}, cores=4)
     changes = [threads("heavy", 2), threads("light", 2), PREFETCH]
     without_light = predict(ev, layout_with(ev, [threads("heavy", 2), PREFETCH])).throughput
-    assert without_light * THREADS_GAIN < predict(ev, layout_with(ev, changes)).throughput
+    assert without_light * PREDICTED_GAIN < predict(ev, layout_with(ev, changes)).throughput
     assert threads_worth_their_cost(ev, changes) == (changes, [])
 
 
@@ -70,3 +70,27 @@ def test_threads_that_fill_a_cache_in_the_first_epoch_are_left_to_the_plan():
     ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
     changes = [Change("cache", "map(heavy)", "heavy", None, "cache"), threads("heavy", 2), threads("light", 2)]
     assert threads_worth_their_cost(ev, changes)[0] == changes
+
+
+def test_a_plan_predicted_no_faster_than_yours_leaves_your_pipeline_as_written():
+    """Your heavy map already has the two threads the cores allow: halving the light map's
+    threads and adding a prefetch is predicted to gain nothing, so nothing ships, and the note
+    names the changes weighed and both figures."""
+    ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2, threads_seen={"heavy": 2, "light": 4})
+    changes = [threads("light", 2), PREFETCH]
+    plan = predict(ev, layout_with(ev, changes)).throughput
+    assert plan < predict(ev, layout_as_traced(ev)).throughput * PREDICTED_GAIN
+    kept, notes = plan_worth_its_changes(ev, changes)
+    assert kept == []
+    assert len(notes) == 1 and notes[0].startswith("your pipeline stays as you wrote it: the plan (map(light): parallelism 2")
+    assert "prefetch" in notes[0] and "for yours" in notes[0]
+
+
+def test_a_plan_predicted_faster_than_yours_ships():
+    """Negative control: your heavy map runs sequentially; two threads there are predicted nearly
+    twice as fast, so the plan ships unchanged and says nothing."""
+    ev = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    changes = [threads("heavy", 2), PREFETCH]
+    assert predict(ev, layout_with(ev, changes)).throughput > 1.5 * predict(ev, layout_as_traced(ev)).throughput
+    assert plan_worth_its_changes(ev, changes) == (changes, [])
+    assert plan_worth_its_changes(ev, []) == ([], [])
