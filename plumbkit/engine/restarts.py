@@ -84,4 +84,4 @@ def measure_restarts(ds: "tf.data.Dataset", t: Trace) -> EpochRestarts | None:
                              epoch_limit=2 * LONGEST_EPOCH_SECONDS)
     if measured is None or measured[0] / t.throughput > LONGEST_EPOCH_SECONDS:
         return None
-    return EpochRestarts(minibatches=float(measured[0]), startup=measured[1], below=below)
+    return EpochRestarts(minibatches=float(measured[0]), startup=measured[1], below=below, epoch=measured[2])

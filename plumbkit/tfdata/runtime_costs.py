@@ -158,11 +158,11 @@ def cache_read_cost() -> float:
 
 
 def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs: int = 4,
-                  limit: float = 10.0, epoch_limit: float | None = None) -> tuple[int, float] | None:
+                  limit: float = 10.0, epoch_limit: float | None = None) -> tuple[int, float, float] | None:
     """``(minibatches an epoch, seconds each restart of ``ds``'s epoch costs beyond the epoch's
-    steady time)``: over ``epochs`` epochs (after one that fills any cache), the median epoch's
-    duration less its minibatches times its mid-epoch interval (the middle three fifths, away
-    from the restart at either end). The restart builds every thread below the repeat again,
+    mid-epoch time, the median epoch's seconds)``: over ``epochs`` epochs (after one that fills
+    any cache), the median epoch's duration less its minibatches times its mid-epoch interval
+    (the middle three fifths, away from the restart at either end), and that duration itself. The restart builds every thread below the repeat again,
     refills shuffle buffers and waits for the first elements through the pipeline's depth, and
     the cores idle meanwhile. ``minibatches`` None: ``ds`` is finite, one pass counts its epoch,
     then it runs with ``repeat()`` on top; else ``ds`` repeats inside every ``minibatches``.
@@ -177,12 +177,13 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     if not stamps or len({len(e) for e in stamps}) != 1 or len(stamps[0]) < 5:
         return None
     n = len(stamps[0])
-    excess = []
+    excess, durations = [], []
     for e in range(1, epochs):  # the first epoch fills caches and builds functions
         a, b = n // 5, 4 * n // 5
         interval = (stamps[e][b] - stamps[e][a]) / (b - a)
-        excess.append(stamps[e + 1][0] - stamps[e][0] - n * interval)
-    return n, max(0.0, statistics.median(excess))
+        durations.append(stamps[e + 1][0] - stamps[e][0])
+        excess.append(durations[-1] - n * interval)
+    return n, max(0.0, statistics.median(excess)), statistics.median(durations)
 
 
 def _one_pass(ds: tf.data.Dataset, limit: float) -> int | None:
