@@ -62,7 +62,7 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
     if max(traced or 0.0, others or 0.0) > QUIET:
         pytest.skip(f"other processes kept {traced or 0:.1f} cores busy during the trace and {others or 0:.1f} "
                     f"while measured: neither the accuracy nor its negative control checked ({figures})")
-    # Until bcedb0e the restart's start-up (measured beyond the mid-epoch rate) was added to the
+    # Until session 41 the restart's start-up (measured beyond the mid-epoch rate) was added to the
     # steady epoch: here the mid-epoch rate is the upper map draining the buffer alone, so the
     # lower map's work counted twice and the averaged rate read 15-36% off (an xfail). A restart
     # is now charged what the measured epoch took beyond the model's own steady epoch.
