@@ -288,6 +288,7 @@ class _Planned:
     notes: list[str]
     final_trace: Trace | None = None
     rival_fill: int = 0  # minibatches that fill "AUTOTUNE + the same cache"'s caches, where not ``fill``
+    declined: bool = False  # the plan was predicted no faster than yours: its changes do not ship
     fill_took: float | None = None  # seconds the guarded fill of the plan's cache ran (None: none ran)
 
 
@@ -385,6 +386,7 @@ def _keep_yours(planned: _Planned, notes: list[str]) -> None:
     """The plan is predicted no faster than yours: nothing ships, and nothing shown says otherwise
     (no cache, no tier; the rivals built with "the same cache" get none)."""
     planned.notes += notes
+    planned.declined = True
     planned.cache = CacheDecision(None, None, None, planned.cache.budget,
                                   "none: your pipeline stays as you wrote it (see the notes)")
     planned.decisions = dataclasses.replace(planned.decisions, tier=None)
@@ -575,7 +577,7 @@ def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset
                disk: float | None) -> Plan:
     """The plan the comparison says to hand back: the rewrite when measurably faster, else yours."""
     changes, notes, decisions = planned.changes, list(planned.notes), planned.decisions
-    if not changes:
+    if not changes and not planned.declined:
         notes.insert(0, "plumbkit has nothing to change: your pipeline already is what it would build")
     speedup = comparison.speedup(PLUMBKIT, YOURS) if changes else None
     applied = speedup is not None and speedup.faster and comparison.complete
