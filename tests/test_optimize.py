@@ -338,6 +338,24 @@ def test_users_cache_and_prefetch_are_kept_and_nothing_is_claimed():
     assert all(np.array_equal(a, b) for a, b in zip(yours, back))
 
 
+@pytest.mark.concurrent  # what it decides and shows, not a speed
+def test_a_plan_predicted_no_faster_than_yours_hands_your_pipeline_back_with_the_reason():
+    """~10 s. A map you gave 8 calls on this machine's cores, no cache allowed: the plan's only
+    change (fewer calls) is predicted no faster, so it does not ship; the note says what was
+    weighed, nothing claims there was nothing to change, and the prediction is yours'."""
+    def make():
+        return tf.data.Dataset.range(4000).map(medium, num_parallel_calls=8).batch(16).prefetch(tf.data.AUTOTUNE)
+
+    plan = plumbkit.optimize(make, seconds=1.5, memory_budget=0, compare=False, protocol=YIELDS_PROTOCOL)
+    assert plan.proposed_changes == [] and not plan.applied
+    stays = [n for n in plan.notes if n.startswith("your pipeline stays as you wrote it: the plan (map(medium): parallelism")]
+    assert len(stays) == 1 and "for yours" in stays[0], plan.notes
+    assert not any("nothing to change" in n for n in plan.notes), plan.notes
+    assert plan.prediction.throughput == plan.predictions["yours"] and plan.cache.label is None
+    yours = list(make().take(5).as_numpy_iterator())
+    assert all(np.array_equal(a, b) for a, b in zip(yours, plan.dataset.take(5).as_numpy_iterator()))
+
+
 @pytest.mark.concurrent  # what it yields or shows, not a speed
 def test_cache_above_a_seeded_shuffle_is_kept_and_epoch_order_unchanged():
     """~10 s. The user's cache freezes a seeded shuffle's order: every epoch replays the first.
