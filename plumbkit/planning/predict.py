@@ -546,8 +546,10 @@ def restart_seconds(ev: Evidence, layout: Layout, free: Iterable[str]) -> float:
     elements' work through the depth; a cache the layout adds below makes what is under it free,
     and its start-up with it). 0: no restarts measured."""
     r = ev.runtime.restarts
-    startup = r.startup if r is not None and ev.restart_as_traced is None else ev.restart_as_traced
-    if r is None or not startup or startup <= 0 or r.below not in ev.pipeline.operators:
+    if r is None or r.below not in ev.pipeline.operators:
+        return 0.0
+    startup = r.startup if ev.restart_as_traced is None else ev.restart_as_traced
+    if startup <= 0:
         return 0.0
     scope = {r.below} | {o.name for o in ev.pipeline.descendants(r.below)}
     as_traced = free_in_steady_state(ev, layout_as_traced(ev))

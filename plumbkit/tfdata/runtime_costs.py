@@ -162,12 +162,13 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     """``(minibatches an epoch, seconds each restart of ``ds``'s epoch costs beyond the epoch's
     mid-epoch time, the median epoch's seconds)``: over ``epochs`` epochs (after one that fills
     any cache), the median epoch's duration less its minibatches times its mid-epoch interval
-    (the middle three fifths, away from the restart at either end), and that duration itself. The restart builds every thread below the repeat again,
-    refills shuffle buffers and waits for the first elements through the pipeline's depth, and
-    the cores idle meanwhile. ``minibatches`` None: ``ds`` is finite, one pass counts its epoch,
-    then it runs with ``repeat()`` on top; else ``ds`` repeats inside every ``minibatches``.
-    None: ``limit`` seconds passed first (or an epoch after the first took over
-    ``epoch_limit``), or an epoch under 5 minibatches (too short to time)."""
+    (the middle three fifths, away from the restart at either end), and that duration itself.
+    The restart builds every thread below the repeat again, refills shuffle buffers and waits for
+    the first elements through the pipeline's depth, and the cores idle meanwhile.
+    ``minibatches`` None: ``ds`` is finite, one pass counts its epoch, then it runs with
+    ``repeat()`` on top; else ``ds`` repeats inside every ``minibatches``. None: ``limit``
+    seconds passed first (or an epoch after the first took over ``epoch_limit``), or an epoch
+    under 5 minibatches (too short to time)."""
     if minibatches is None:  # one pass counts the epoch (and fills any cache)
         minibatches = _one_pass(ds, epoch_limit or limit)
         if minibatches is None:
