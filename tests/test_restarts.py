@@ -42,7 +42,7 @@ def short_trace():
 def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_trace):
     """The restarts are measured, then the truth is timed seconds later (different moments: this
     machine's speed for this pipeline moved 1,245-1,356/s between four such checks)."""
-    restarts = measure_restarts(short_epoch(), short_trace)
+    restarts = measure_restarts(short_epoch, short_trace)
     assert restarts is not None and restarts.minibatches == ELEMENTS // BATCH
     assert restarts.below == short_trace.pipeline.root and restarts.startup > 0
     with_restarts = evidence_from_trace(short_trace, runtime=RuntimeCosts(restarts=restarts))
@@ -72,7 +72,7 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
 
 def test_a_restart_below_a_cache_costs_nothing(short_trace):
     """A layout whose cache holds the whole epoch restarts only a cache read: no stretch."""
-    restarts = measure_restarts(short_epoch(), short_trace) or pytest.fail("no restart measured")
+    restarts = measure_restarts(short_epoch, short_trace) or pytest.fail("no restart measured")
     ev = evidence_from_trace(short_trace, runtime=RuntimeCosts(restarts=restarts))
     root = short_trace.pipeline.root
     cached = predict(ev, Layout(cached=frozenset({root})))
@@ -83,8 +83,8 @@ def test_a_restart_below_a_cache_costs_nothing(short_trace):
 def test_a_long_or_infinite_epoch_leaves_the_prediction_alone():
     trace = plumbkit.trace(long_epoch, seconds=0.5, min_seconds=0.3, calibrate=False)
     assert restart_scope(trace) == (10**6 / BATCH, trace.pipeline.root)
-    assert measure_restarts(long_epoch(), trace) is None  # minutes long: not measured, nothing stretched
-    ev = evidence_from_trace(trace, runtime=RuntimeCosts(restarts=measure_restarts(long_epoch(), trace)))
+    assert measure_restarts(long_epoch, trace) is None  # minutes long: not measured, nothing stretched
+    ev = evidence_from_trace(trace, runtime=RuntimeCosts(restarts=measure_restarts(long_epoch, trace)))
     assert predict(ev, layout_as_traced(ev)) == predict(evidence_from_trace(trace), layout_as_traced(ev))
     endless = plumbkit.trace(lambda: tf.data.Dataset.random(seed=0).map(lambda x: x * 2).batch(BATCH), seconds=0.5,
                              min_seconds=0.3, calibrate=False)

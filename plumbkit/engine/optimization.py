@@ -330,7 +330,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
     cores = cores or original.cores
     user = pipeline_of(ds)
-    runtime = _runtime_costs(ds, original, protocol, progress)
+    runtime = _runtime_costs(ds, build_yours, original, protocol, progress)
     disk = disk_bound(original, parallelism=int(cores))
     demand = None  # the model's demand, measured before planning: where the model binds, the plan is right-sized
     if model is not None or step is not None:
@@ -406,15 +406,17 @@ def _predicted_figures(plan: Plan, ev: Evidence, user: Any, planned: _Planned, c
         plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
 
 
-def _runtime_costs(ds: "tf.data.Dataset", original: Trace, protocol: Protocol, progress: Progress) -> RuntimeCosts:
-    """What tf.data and the consumer cost besides your operators, measured before planning."""
+def _runtime_costs(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], original: Trace,
+                   protocol: Protocol, progress: Progress) -> RuntimeCosts:
+    """What tf.data and the consumer cost besides your operators, measured before planning (the
+    restarts on fresh copies of yours: the traced object runs its later epochs slower)."""
     progress("measuring the consumer's ceiling, the runtime's costs and the disk", 0.15)
     window = min(0.5, protocol.window)  # the ceiling's windows no longer than the comparison's (FULL: 0.5 s)
     return RuntimeCosts(consumer=consumer_ceiling(ds, window=window),
                         consumer_plain=consumer_ceiling(ds, window=window, prefetched=False),
                         handoff=handoff_cost(), cache_read=cache_read_cost(),
                         pool_idle=pool_idle_per_element(int(original.cores)),
-                        restarts=measure_restarts(ds, original))  # a short epoch repeated
+                        restarts=measure_restarts(build_yours, original))  # a short epoch repeated
 
 
 def _in_the_loop(plan: Plan, ds: "tf.data.Dataset", contenders: list[Contender], protocol: Protocol,

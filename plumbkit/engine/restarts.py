@@ -10,7 +10,7 @@ first elements through its depth. Measured only where an epoch is short enough t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ..planning.predict import EpochRestarts
 from ..tfdata.runtime_costs import epoch_restart, is_infinite
@@ -58,12 +58,18 @@ def whole(visits: float) -> float:
     return float(k) if k and abs(visits - k) <= 0.1 * k else visits
 
 
-def measure_restarts(ds: "tf.data.Dataset", t: Trace) -> EpochRestarts | None:
-    """The user's epoch restarts, measured on ``ds`` (the user's pipeline, traced as ``t``): a
-    finite pipeline (or one of unknown length) is run epoch after epoch, as ``repeat()`` on top
-    runs it, its epochs counted; an infinite one restarts below its own ``repeat()`` where
-    TensorFlow knows that epoch's length. None where the epoch is unknown, infinite or longer
-    than :data:`LONGEST_EPOCH_SECONDS`."""
+def measure_restarts(build: Callable[[], "tf.data.Dataset"], t: Trace) -> EpochRestarts | None:
+    """The user's epoch restarts, measured on copies ``build`` makes of the user's pipeline
+    (traced as ``t``): a finite pipeline (or one of unknown length) is run epoch after epoch, as
+    ``repeat()`` on top runs it, its epochs counted on one copy and timed on another; an infinite
+    one restarts below its own ``repeat()`` where TensorFlow knows that epoch's length. None
+    where the epoch is unknown, infinite or longer than :data:`LONGEST_EPOCH_SECONDS`.
+
+    Why copies: epochs timed on a Dataset object already iterated to its end (by the trace, or
+    by the pass that counts the epoch) ran 790-842 minibatches/s on the expert-tuned bench
+    pipeline, against 883-981 on a fresh copy or in a plain training loop (session 41's
+    ``restarts_same_object.py``): the restart read 28 ms where a user's epoch pays less."""
+    ds = build()
     p = t.pipeline
     top = p[p.root]
     if not t.throughput:
@@ -80,8 +86,8 @@ def measure_restarts(ds: "tf.data.Dataset", t: Trace) -> EpochRestarts | None:
             return None  # TensorFlow knows it is long
     epoch = (n or 0) / t.throughput
     epochs = int(min(12, max(3, MEASURE_SECONDS / epoch))) if epoch else 4
-    measured = epoch_restart(ds, n, epochs=epochs, limit=LONGEST_EPOCH_SECONDS * (epochs + 1) + 5.0,
-                             epoch_limit=2 * LONGEST_EPOCH_SECONDS)
+    measured = epoch_restart(ds, n, epochs=epochs, fresh=build,
+                             limit=LONGEST_EPOCH_SECONDS * (epochs + 1) + 5.0, epoch_limit=2 * LONGEST_EPOCH_SECONDS)
     if measured is None or measured[0] / t.throughput > LONGEST_EPOCH_SECONDS:
         return None
     return EpochRestarts(minibatches=float(measured[0]), startup=measured[1], below=below, epoch=measured[2])

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import statistics
 import time
+from typing import Callable
 
 import tensorflow as tf
 
@@ -158,7 +159,8 @@ def cache_read_cost() -> float:
 
 
 def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs: int = 4,
-                  limit: float = 10.0, epoch_limit: float | None = None) -> tuple[int, float, float] | None:
+                  limit: float = 10.0, epoch_limit: float | None = None,
+                  fresh: Callable[[], tf.data.Dataset] | None = None) -> tuple[int, float, float] | None:
     """``(minibatches an epoch, seconds each restart of ``ds``'s epoch costs beyond the epoch's
     mid-epoch time, the median epoch's seconds)``: over ``epochs`` epochs (after one that fills
     any cache), the median epoch's duration less its minibatches times its mid-epoch interval
@@ -168,12 +170,13 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     ``minibatches`` None: ``ds`` is finite, one pass counts its epoch, then it runs with
     ``repeat()`` on top; else ``ds`` repeats inside every ``minibatches``. None: ``limit``
     seconds passed first (or an epoch after the first took over ``epoch_limit``), or an epoch
-    under 5 minibatches (too short to time)."""
+    under 5 minibatches (too short to time). ``fresh``: makes the copy of ``ds`` that is timed
+    (a Dataset object already iterated to its end runs its later epochs slower than a new one)."""
     if minibatches is None:  # one pass counts the epoch (and fills any cache)
         minibatches = _one_pass(ds, epoch_limit or limit)
         if minibatches is None:
             return None
-        ds = ds.repeat()  # restarts as measurable() runs them (a fresh Python iterator costs more)
+        ds = (fresh() if fresh else ds).repeat()  # restarts as measurable() runs them
     stamps = _epoch_stamps(ds, minibatches, epochs + 1, limit, epoch_limit or limit)
     if not stamps or len({len(e) for e in stamps}) != 1 or len(stamps[0]) < 5:
         return None
