@@ -328,6 +328,18 @@ PROBE_BYTES = 8 * 1024 * 1024
 #: Machine: the dev VM.
 #: Sensitive to: Python's per-``next()`` cost on this CPU.
 PROBE_READ_BATCH_BYTES = 256 * 1024
+#: Bytes of a filled disk tier read back (page cache evicted) before the plan is predicted: the
+#: tier's own read replaces the probe's. A probe of a few MB reads what the VM's host still holds;
+#: a tier of gigabytes read back at ~0.7 GB/s where the probe read 4.7, and its CPU per element
+#: then rises with the system's share of the read (~1.6 ms per MB from the disk, next to none
+#: from the host's cache). Stretches of 32-512 MB at the start of a 4.5 GB tier read at
+#: 0.86-1.36 GB/s and 33-45 us of CPU per 27 KB element, the whole tier at 0.89-1.56 GB/s and
+#: 31-53 us (two rounds each, session 42, ``benchmarks/results/2026-11-28-tier-read-back``).
+#: From: that measurement (at 7d06c62): 128 MB, the shortest stretch whose read stayed within the
+#: whole tier's spread in both rounds (32 MB read 0.86 GB/s once), doubled. Not tuned on the bench.
+#: Machine: the dev VM (2 cores, a virtual disk the host caches).
+#: Sensitive to: how much of a recent write the host keeps (a larger host cache: longer).
+TIER_READ_BACK_BYTES = 256 * 1024 * 1024
 
 # -- Offload to tf.data service (plumbkit.engine.offload, plumbkit.planning.offload) ---------
 

@@ -13,7 +13,11 @@ import pytest
 import tensorflow as tf
 
 import plumbkit
+from plumbkit.engine import optimization
 from plumbkit.engine.disk_tier import decide_tiered
+from plumbkit.model.protocol import QUICK
+from plumbkit.planning.predict import RuntimeCosts
+from plumbkit.tfdata.disk_tier import list_caches
 from plumbkit.export.source import rewrite_source
 from plumbkit.model.units import human_bytes
 from plumbkit.planning.tier_plan import decide_with_disk
@@ -146,6 +150,53 @@ def test_without_a_disk_budget_the_tier_is_offered_with_its_size_not_applied(exp
     assert human_bytes(size * (1 + ESTIMATE_MARGIN)) in offer.title and str(tmp_path) in offer.title
     assert offer.gain >= TIER_GAIN and "disk_budget=" in offer.note
     assert not list(tmp_path.glob("*.save"))  # nothing was written but the probe, which is gone
+
+
+@pytest.fixture(scope="module")
+def larger():
+    """The expensive map over 4,000 elements of 4 KB: a tier of 16 MB, long enough to read back."""
+    ds = _pipeline(CELL.replace("range(600)", "range(4000)").replace("[256]", "[1024]"))
+    return ds, plumbkit.trace(ds, seconds=6, max_batches=120, converge=False, calibrate=False)
+
+
+def _before_the_fact(ds, trace, cache_dir):
+    return optimization._plan_before_the_fact(  # noqa: SLF001 - the step that fills and reads the tier
+        ds, trace, cores=trace.cores, memory_budget=TINY_MEMORY, runtime=RuntimeCosts(), disk=None, costs=None,
+        protocol=QUICK, progress=lambda *_: None, disk_budget=100e6, cache_dir=str(cache_dir))
+
+
+def test_a_filled_tier_is_planned_on_its_own_read_not_the_probes(larger, tmp_path):
+    """A probe of a few MB read 4.7 GB/s where the 4.5 GB tier it was for read ~0.7 (the third
+    disk-tier run): once filled, the tier is read back in part, evicted, and the plan decided
+    again on that read, its note saying so."""
+    ds, trace = larger
+    planned = _before_the_fact(ds, trace, tmp_path)
+    tier = planned.decisions.tier
+    assert tier is not None and tier.measurement.read_back_bytes > 0
+    [entry] = list_caches(tmp_path)
+    assert entry.complete and tier.measurement.read_back_bytes == pytest.approx(entry.bytes, rel=0.05)
+    read = planned.decisions.tiers[tier.candidate.node]
+    assert (read.read_bandwidth, read.cpu_per_element) == (tier.measurement.read_bandwidth,
+                                                           tier.measurement.read_cpu_per_element)
+    assert any("read back from" in n and "of the filled tier" in n for n in planned.notes), planned.notes
+    assert "read back from" in planned.decisions.cache.why
+
+
+def test_a_filled_tier_that_reads_back_slower_than_recomputing_is_dropped_and_removed(larger, tmp_path, monkeypatch):
+    """Negative control: the same tier read back as from a disk of 1 MB/s is no longer worth it;
+    the plan goes on without it and removes what it filled."""
+    ds, trace = larger
+    real = optimization.read_tier_back
+
+    def slow_disk(path, probed, progress):
+        read = real(path, probed, progress)
+        return dataclasses.replace(read, read_bandwidth=1e6)
+    monkeypatch.setattr(optimization, "read_tier_back", slow_disk)
+    planned = _before_the_fact(ds, trace, tmp_path)
+    assert planned.decisions.tier is None and not _tier_changes(planned.decisions)
+    assert list_caches(tmp_path) == []
+    assert any("was removed: read back, it no longer beat recomputing" in n for n in planned.notes), planned.notes
+    assert any(n.startswith("no disk tier: reading ") and "(disk tier read bandwidth" in n for n in planned.notes)
 
 
 def test_a_disk_budget_smaller_than_the_cache_is_refused_in_one_line(expensive, probed):

@@ -20,10 +20,11 @@ import tensorflow as tf
 from plumbkit import cli
 from plumbkit.model.disk_tier import tree_bytes
 from plumbkit.tunables import TIER_KEEP_FREE_BYTES
+from plumbkit.tfdata.disk_probe import probe_directory, read_back
 from plumbkit.tfdata.disk_tier import (FillInProgressError, FillInterrupted,
                                        NotCacheableError, SpaceError, clear_caches, default_cache_dir,
-                                       find_cache, fingerprint, list_caches, on_disk, read_tier,
-                                       write_tier)
+                                       find_cache, fingerprint, list_caches, on_disk, open_tier, read_tier,
+                                       tier_paths, write_tier)
 
 pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
 
@@ -78,6 +79,27 @@ def test_reads_back_the_same_elements_in_order_and_fills_once(tmp_path):
     again = on_disk(ds, tmp_path)  # found, not filled again
     assert list_caches(tmp_path) == [entry]
     assert same_elements(again, ds)
+
+
+def test_a_filled_tier_is_found_in_its_pipeline_and_its_own_read_replaces_the_probes(tmp_path):
+    """After the fill the plan is predicted on a stretch of the tier itself, read back evicted
+    (a probe of a few MB reads what the host still holds): the reader is found in the rebuilt
+    pipeline's graph, opened from its files alone, and its read timed."""
+    ds = tf.data.Dataset.range(3000).map(lambda x: tf.fill([1024], tf.cast(x, tf.float32)))  # 12 MB
+    above = on_disk(ds, tmp_path).map(lambda x: x * 2)
+    [path] = tier_paths(above)
+    assert path == find_cache(ds, tmp_path).path and tier_paths(ds) == []
+    assert same_elements(open_tier(path), ds)
+    probed = probe_directory(tmp_path, 4096)
+    read = read_back(path, probed)
+    assert read is not None and read.read_back_bytes == pytest.approx(tree_bytes(path), rel=0.01)
+    assert read.read_bandwidth > 0 and read.read_cpu_per_element > 0
+    assert (read.write_bandwidth, read.free_bytes) == (probed.write_bandwidth, probed.free_bytes)  # the probe's
+    assert "read back from" in read.read_source() and "probe" in probed.read_source()
+    partly = read_back(path, probed, max_bytes=4 * 2**20)  # a stretch: the first 4 MB
+    assert partly is not None and partly.read_back_bytes == pytest.approx(4 * 2**20, rel=0.01)
+    small = on_disk(tf.data.Dataset.range(10).map(lambda x: tf.fill([1024], x)), tmp_path)
+    assert read_back(tier_paths(small)[0], probed) is None  # too small to time apart from its opening
 
 
 def test_a_changed_map_or_a_touched_file_never_reads_the_old_cache(tmp_path):

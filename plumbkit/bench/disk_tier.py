@@ -114,6 +114,8 @@ def plan_summary(plan) -> dict:
             "predicted_fill_seconds": plan.fill_seconds, "tier_plan": str(plan.tier) if plan.tier else None,
             "read_bandwidth": plan.tier.measurement.read_bandwidth if plan.tier else None,
             "write_bandwidth": plan.tier.measurement.write_bandwidth if plan.tier else None,
+            "read_back_bytes": plan.tier.measurement.read_back_bytes if plan.tier else None,
+            "read_cpu_per_element": plan.tier.measurement.read_cpu_per_element if plan.tier else None,
             "changes": [str(c) for c in plan.proposed_changes],
             "options": [str(o) for o in plan.options], "notes": plan.notes}
 

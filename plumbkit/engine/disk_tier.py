@@ -6,21 +6,24 @@ of each one's size (:func:`plumbkit.tfdata.disk_probe.probe_directory`: a few MB
 removed, once per directory and size per session); the planner places the tier (a disk budget
 given) or offers it (none given). A placed tier is filled once here, through the tier's guard,
 before anything is measured; where the fill fails (the disk or the budget ran out, another process
-fills it), the plan is made again without it and the line says why.
+fills it), the plan is made again without it and the line says why. A filled tier is read back in
+part, evicted (:func:`plumbkit.tfdata.disk_probe.read_back`), and the plan made again on that read:
+a probe of a few MB reads what the VM's host still holds, gigabytes read slower.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..model.disk_measurement import DiskMeasurement
-from ..model.disk_tier import DiskTierError, FillInterrupted, default_cache_dir
+from ..model.disk_tier import DiskTierError, FillInterrupted, default_cache_dir, remove_tree
 from ..model.errors import first_line
 from ..planning.budget import usable_budget
 from ..planning.decisions import Decisions, decide_cache
 from ..planning.tier_plan import decide_with_disk, probe_targets, worth_probing
-from ..tfdata.disk_probe import probe_directory
+from ..tfdata.disk_probe import probe_directory, read_back
+from ..tfdata.disk_tier import tier_paths
 from ..tfdata.rebuild import apply_changes
 from .scheduler import checkpoint, stop_event
 
@@ -55,22 +58,28 @@ def measure_candidates(trace, *, memory_budget: float | None, root: str, directo
 
 
 def decide_tiered(trace, *, disk_budget: float | None, cache_dir: "str | Path | None", memory_budget: float | None,
-                  root: str, progress: Progress, **decide_args) -> Decisions:
-    """The plan's decisions with the disk tier placed, offered, or said why not."""
+                  root: str, progress: Progress, read_back: Mapping[str, DiskMeasurement] | None = None,
+                  **decide_args) -> Decisions:
+    """The plan's decisions with the disk tier placed, offered, or said why not. ``read_back``
+    (node -> its filled tier's read): decided again with the tier at that node only, on that read
+    (the other candidates' probes are cached for the session: nothing is written again)."""
     directory = directory_of(cache_dir)
     measured, notes = measure_candidates(trace, memory_budget=memory_budget, root=root, directory=directory,
                                          progress=progress, **decide_args)
+    measured = {**measured, **(read_back or {})}
     decisions = decide_with_disk(trace, disk_budget=disk_budget, directory=directory, measured=measured,
-                                 memory_budget=memory_budget, root=root, **decide_args)
+                                 memory_budget=memory_budget, root=root, only=next(iter(read_back or {}), None),
+                                 **decide_args)
     decisions.notes += notes
     return decisions
 
 
 def fill_tier(ds: "tf.data.Dataset", changes: list, progress: Progress,
-              should_stop: Callable[[], bool] | None = None) -> str | None:
+              should_stop: Callable[[], bool] | None = None) -> tuple[str | None, Path | None]:
     """Fill the plan's disk tier once (the rebuild fills it; a complete tier with the same
-    fingerprint is read as it is); one line when it could not be. Cancel (the operation's, or
-    ``should_stop``) stops the fill with nothing of it left, and the operation ends there."""
+    fingerprint is read as it is): ``(None, its path)``, or one line when it could not be. Cancel
+    (the operation's, or ``should_stop``) stops the fill with nothing of it left, and the
+    operation ends there."""
     event = stop_event()
 
     def stop() -> bool:
@@ -78,10 +87,27 @@ def fill_tier(ds: "tf.data.Dataset", changes: list, progress: Progress,
 
     progress("filling the plan's disk tier once (guarded: nothing partial is left)", 0.18)
     try:
-        apply_changes(ds, changes, should_stop=stop)
+        rebuilt = apply_changes(ds, changes, should_stop=stop)
     except FillInterrupted as err:
         checkpoint()  # a Cancel: the operation ends here, with what it measured
-        return first_line(err)
+        return first_line(err), None
     except DiskTierError as err:
-        return first_line(err)
-    return None
+        return first_line(err), None
+    yours = set(tier_paths(ds))  # your own on_disk() tiers are not the plan's
+    return None, next((p for p in tier_paths(rebuilt) if p not in yours), None)
+
+
+def read_tier_back(path: Path | None, probed: DiskMeasurement, progress: Progress) -> DiskMeasurement | None:
+    """The filled tier's own read (a stretch of it, evicted), or None where it cannot be timed."""
+    if path is None:
+        return None
+    progress("reading a stretch of the filled tier back, evicted: the disk at the tier's size", 0.19)
+    return read_back(path, probed)
+
+
+def remove_unused_tier(path: Path | None) -> str | None:
+    """A tier filled, then not chosen on its own read: removed (a plan leaves no unused gigabytes)."""
+    if path is None:
+        return None
+    remove_tree(path)
+    return f"the tier filled at {path} was removed: read back, it no longer beat recomputing"

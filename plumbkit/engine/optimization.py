@@ -57,7 +57,7 @@ from . import baselines as configurations
 from .calibration import with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
-from .disk_tier import decide_tiered, fill_tier
+from .disk_tier import decide_tiered, fill_tier, read_tier_back, remove_unused_tier
 from .demand import check_step_arguments, ideal_alike, measure_model, training_alike, training_figures
 from .right_sizing import right_size_planned, ships_for_training
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
@@ -497,20 +497,29 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
                           cache_dir: str | None = None, should_stop: Callable[[], bool] | None = None) -> _Planned:
     """Decide the plan on the trace of your pipeline (a disk tier placed, offered or refused:
     :mod:`plumbkit.engine.disk_tier`), and fill its cache once under a guard: where the cache
-    outgrows its budget or the disk tier cannot be filled, plan again without it."""
+    outgrows its budget or the disk tier cannot be filled, plan again without it. A filled tier
+    is read back in part and the plan decided again on that read (the prediction's disk figures
+    are then the tier's own, not the probe's)."""
     root = pipeline_of(ds).root
     args = dict(cores=cores, root=root, disk_bound=disk, runtime=runtime, costs=costs)
-    decisions = decide_tiered(original, disk_budget=disk_budget, cache_dir=cache_dir, memory_budget=memory_budget,
-                              progress=progress, **args)
+    tiered = dict(disk_budget=disk_budget, cache_dir=cache_dir, memory_budget=memory_budget, progress=progress)
+    decisions = decide_tiered(original, **tiered, **args)
     yours_fill = _fill(original, _user_caches(original, root), ds, limit=protocol.fill_limit)
     if decisions.tier is not None:
-        failed = fill_tier(ds, decisions.changes, progress, should_stop)
-        if failed is None:  # filled before anything is measured: every build reads it back
+        failed, path = fill_tier(ds, decisions.changes, progress, should_stop)
+        read = read_tier_back(path, decisions.tier.measurement, progress) if failed is None else None
+        if read is not None:  # decided again on the tier's own read
+            decisions = decide_tiered(original, **{**tiered, "progress": _quiet},  # the probes: cached
+                                      read_back={decisions.tier.candidate.node: read}, **args)
+            if decisions.tier is None:
+                decisions.notes += [n for n in [remove_unused_tier(path)] if n]
+        if failed is None and decisions.tier is not None:  # filled before anything is measured: every build reads it
             rival_fill = max(yours_fill, _fill(original, [c.node for c in decisions.tier.memory_cache]))
             return _Planned(decisions, list(decisions.changes), decisions.cache, None, yours_fill, yours_fill,
                             list(decisions.notes) + [str(decisions.tier)], rival_fill=rival_fill)
-        decisions = decide(original, memory_budget=memory_budget, **args)
-        decisions.notes.append(f"no disk tier: {failed}")
+        if failed is not None:
+            decisions = decide(original, memory_budget=memory_budget, **args)
+            decisions.notes.append(f"no disk tier: {failed}")
     cache = decisions.cache
     planned = _Planned(decisions, list(decisions.changes), cache, cache.budget if cache.node else None,
                        max(yours_fill, _fill(original, [cache.node] if cache.node else [])), yours_fill,

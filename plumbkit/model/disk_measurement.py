@@ -1,12 +1,15 @@
 """What a cache directory can do, measured before the fact: the disk tier's evidence (issue 26).
 
-Made by :func:`plumbkit.tfdata.disk_probe.probe_directory` in the user's process, read by the
-planner (:mod:`plumbkit.planning.disk_tier`). Pure record.
+Made by :func:`plumbkit.tfdata.disk_probe.probe_directory` in the user's process, its read
+figures measured again on a filled tier (:func:`plumbkit.tfdata.disk_probe.read_back`), read by
+the planner (:mod:`plumbkit.planning.disk_tier`). Pure record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .units import human_bytes
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,13 @@ class DiskMeasurement:
     probe_seconds: float  # what the probe took, wall
     evicted: bool = True  # False: the page cache could not be dropped (the read may be optimistic)
     write_setup_seconds: float = 0.0  # a fill's fixed cost: writing one element (tracing, threads, sync)
+    read_back_bytes: float = 0.0  # the read measured on this much of the filled tier itself (0: the probe's)
+
+    def read_source(self) -> str:
+        """Where the read figures come from, as the plan says it."""
+        if self.read_back_bytes:
+            return f"read back from {human_bytes(self.read_back_bytes)} of the filled tier, evicted"
+        return "a probe of the directory, evicted"
 
     def read_limit(self, bytes_per_minibatch: float) -> float:
         """Minibatches/s the directory can read back at ``bytes_per_minibatch``."""

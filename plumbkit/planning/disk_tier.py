@@ -74,10 +74,11 @@ class TierPlan:
     def __str__(self) -> str:
         c, m = self.candidate, self.measurement
         return (f"disk tier at {c.label}: {human_bytes(c.bytes)} in {self.directory} "
-                f"(read {human_bytes(m.read_bandwidth)}/s, written {human_bytes(m.write_bandwidth)}/s, "
-                f"measured there); steady state predicted {self.steady.throughput:,.1f} minibatches/s "
-                f"({self.steady.binding}), {self.gain:.2f}x recomputing it; the first epoch fills it at "
-                f"{self.fill.throughput:,.1f} minibatches/s ({self.fill.binding}), ~{_seconds(self.fill_seconds)}")
+                f"(read {human_bytes(m.read_bandwidth)}/s, {m.read_source()}; written "
+                f"{human_bytes(m.write_bandwidth)}/s, measured there); steady state predicted "
+                f"{self.steady.throughput:,.1f} minibatches/s ({self.steady.binding}), {self.gain:.2f}x "
+                f"recomputing it; the first epoch fills it at {self.fill.throughput:,.1f} minibatches/s "
+                f"({self.fill.binding}), ~{_seconds(self.fill_seconds)}")
 
 
 def tier_candidates(trace, memory: CacheDecision, root: str | None = None) -> list[TierCandidate]:
@@ -128,7 +129,7 @@ def tier_decision(candidate: TierCandidate, directory: str, memory: CacheDecisio
            f"(+{ESTIMATE_MARGIN:.0%} for the estimate's error) fits {budget} "
            f"({human_bytes(room_on_disk(measurement, disk_budget))} in {directory}), and reading it back "
            f"({human_bytes(measurement.read_bandwidth)}/s, {measurement.read_cpu_per_element * 1e6:.0f} µs "
-           f"of CPU per element, measured there) is predicted faster than recomputing what is below it")
+           f"of CPU per element, {measurement.read_source()}) is predicted faster than recomputing what is below it")
     return CacheDecision(label=candidate.label, node=candidate.node, bytes=candidate.bytes,
                          budget=memory.budget, why=why, tier="disk", directory=directory)
 

@@ -41,11 +41,12 @@ def worth_probing(trace, candidates: list[TierCandidate], **decide_args) -> list
 
 
 def decide_with_disk(trace, *, disk_budget: float | None, directory: str,
-                     measured: Mapping[str, DiskMeasurement], **decide_args) -> Decisions:
+                     measured: Mapping[str, DiskMeasurement], only: str | None = None, **decide_args) -> Decisions:
     """:func:`.decisions.decide`, then the disk tier: each measured candidate (``measured``: node
     -> its directory's probe) that fits is planned with the tier at it; the fastest is placed when
     ``disk_budget`` is given and its plan beats recomputing by :data:`TIER_GAIN`, offered as an
-    option when no disk budget is given, and a line says why when none is placed."""
+    option when no disk budget is given, and a line says why when none is placed. ``only``: the
+    tier may go at that node alone (the one already filled, decided again on its own read)."""
     base = decide(trace, **decide_args)
     root = decide_args.get("root")
     reorder = reorder_candidate(trace, root)
@@ -53,7 +54,7 @@ def decide_with_disk(trace, *, disk_budget: float | None, directory: str,
     base.tiers = reads
     reordered = offer_reorder(trace, base, measured=measured, directory=directory, **decide_args)
     base.options += [reordered] if reordered else []
-    candidates = [c for c in tier_candidates(trace, base.cache, root) if c.node in measured]
+    candidates = [c for c in tier_candidates(trace, base.cache, root) if c.node in measured and only in (None, c.node)]
     if not candidates:
         return base
     ev = evidence_from_trace(trace, cores=decide_args.get("cores"), runtime=decide_args.get("runtime"),

@@ -56,7 +56,8 @@ from .graph_walk import node_ref, pruned
 from .python_ops import PYTHON_OPS, callable_of, user_callables
 from .unrebuildable import serialize
 
-__all__ = ["on_disk", "fingerprint", "find_cache", "static_bytes", "write_tier", "read_tier", "default_cache_dir", "list_caches", "clear_caches",
+__all__ = ["on_disk", "fingerprint", "find_cache", "static_bytes", "write_tier", "read_tier", "open_tier",
+           "tier_paths", "default_cache_dir", "list_caches", "clear_caches",
            "CacheEntry", "DiskTierError", "NotCacheableError", "SpaceError",
            "FillInProgressError", "FillInterrupted"]
 
@@ -544,6 +545,30 @@ def write_tier(ds: tf.data.Dataset, path: "str | Path") -> int:
 def read_tier(path: "str | Path", element_spec) -> tf.data.Dataset:
     """The tier at ``path`` (written by a fill or :func:`write_tier`) as a Dataset of ``element_spec``."""
     return _reader(Path(path), element_spec)
+
+
+def open_tier(path: "str | Path") -> tf.data.Dataset:
+    """The complete tier at ``path`` as its pipeline reads it, its element spec read from the
+    files (``Dataset.save`` keeps the records'; a record of several elements is their batch)."""
+    path = Path(path)
+    meta = read_meta(path) or {}
+    per_record = int(meta.get("record_elements", 1))
+    _, record = tf.data.Dataset.load(str(path)).element_spec
+    spec = record if per_record == 1 else tf.nest.map_structure(lambda s: tf.TensorSpec(s.shape[1:], s.dtype), record)
+    return _read(path, spec, per_record, int(meta.get("shards", TIER_SHARDS)))
+
+
+def tier_paths(ds: tf.data.Dataset) -> list[Path]:
+    """The tiers ``ds`` reads back (a rebuilt pipeline's :func:`on_disk` readers): the paths its
+    graph's ``LoadDataset`` nodes load."""
+    graph_def = serialize(ds)
+    consts = {n.name: n for n in graph_def.node if n.op == "Const"}
+    paths = []
+    for node in graph_def.node:
+        if node.op == "LoadDataset" and node.input and node_ref(node.input[0]) in consts:
+            value = consts[node_ref(node.input[0])].attr["value"].tensor
+            paths += [Path(s.decode()) for s in value.string_val]
+    return paths
 
 
 def _reader(path: Path, element_spec) -> tf.data.Dataset:
