@@ -33,6 +33,9 @@ class DiskMeasurement:
     evicted: bool = True  # False: the page cache could not be dropped (the read may be optimistic)
     write_setup_seconds: float = 0.0  # a fill's fixed cost: writing one element (tracing, threads, sync)
     read_back_bytes: float = 0.0  # the read measured on this much of the filled tier itself (0: the probe's)
+    #: of ``read_cpu_per_element``, what the thread pulling the elements spends (the rest runs on
+    #: the reader's own threads, its shards read in parallel); None: not measured apart
+    read_thread_cpu_per_element: float | None = None
 
     def read_source(self) -> str:
         """Where the read figures come from, as the plan says it."""

@@ -141,6 +141,14 @@ class TierRead:
     cpu_per_element: float  # CPU seconds per element read back
     bytes_per_element: float  # the cached operator's elements
     read_bandwidth: float  # bytes/s the directory reads
+    #: of ``cpu_per_element``, what the thread pulling from the tier spends (the shards are read
+    #: on the reader's own threads); None: all of it, as before it was measured apart
+    thread_cpu_per_element: float | None = None
+
+    def thread_cost(self) -> float:
+        """CPU per element on the pulling thread's own time."""
+        share = self.thread_cpu_per_element
+        return self.cpu_per_element if share is None else min(share, self.cpu_per_element)
 
     def limit(self, visits: float) -> float:
         """Minibatches/s the directory reads at ``visits`` elements per minibatch."""
@@ -475,7 +483,10 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
             tier = ev.tiers.get(name) if name in layout.on_disk else None
-            charge(stage, rt.cache_write * V if filling else _read_cost(ev, layout, name) * V)
+            if filling:
+                charge(stage, rt.cache_write * V)
+            else:  # a tier's shards are read on its reader's threads: only its pulling share on the stage
+                charge(stage, _read_cost(ev, layout, name) * V, thread=tier.thread_cost() * V if tier else None)
             if tier is not None and not filling:
                 limits[f"{TIER_READ} at {op.label}"] = tier.limit(V)
             if not filling:
