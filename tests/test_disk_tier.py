@@ -94,6 +94,7 @@ def test_a_filled_tier_is_found_in_its_pipeline_and_its_own_read_replaces_the_pr
     read = read_back(path, probed)
     assert read is not None and read.read_back_bytes == pytest.approx(tree_bytes(path), rel=0.01)
     assert read.read_bandwidth > 0 and read.read_cpu_per_element > 0
+    assert 0 < read.read_thread_cpu_per_element <= read.read_cpu_per_element  # the rest: the reader's threads
     assert (read.write_bandwidth, read.free_bytes) == (probed.write_bandwidth, probed.free_bytes)  # the probe's
     assert "read back from" in read.read_source() and "probe" in probed.read_source()
     partly = read_back(path, probed, max_bytes=4 * 2**20)  # a stretch: the first 4 MB
