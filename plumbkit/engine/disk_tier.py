@@ -14,7 +14,7 @@ a probe of a few MB reads what the VM's host still holds, gigabytes read slower.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable
 
 from ..model.disk_measurement import DiskMeasurement
 from ..model.disk_tier import DiskTierError, FillInterrupted, default_cache_dir, remove_tree
@@ -58,18 +58,19 @@ def measure_candidates(trace, *, memory_budget: float | None, root: str, directo
 
 
 def decide_tiered(trace, *, disk_budget: float | None, cache_dir: "str | Path | None", memory_budget: float | None,
-                  root: str, progress: Progress, read_back: Mapping[str, DiskMeasurement] | None = None,
+                  root: str, progress: Progress, read_back: tuple[str, DiskMeasurement] | None = None,
                   **decide_args) -> Decisions:
     """The plan's decisions with the disk tier placed, offered, or said why not. ``read_back``
-    (node -> its filled tier's read): decided again with the tier at that node only, on that read
-    (the other candidates' probes are cached for the session: nothing is written again)."""
+    (a node and its filled tier's read): decided again with the tier at that node only, on that
+    read (the other candidates' probes are cached for the session: nothing is written again)."""
     directory = directory_of(cache_dir)
     measured, notes = measure_candidates(trace, memory_budget=memory_budget, root=root, directory=directory,
                                          progress=progress, **decide_args)
-    measured = {**measured, **(read_back or {})}
+    only = None
+    if read_back is not None:
+        only, measured = read_back[0], {**measured, read_back[0]: read_back[1]}
     decisions = decide_with_disk(trace, disk_budget=disk_budget, directory=directory, measured=measured,
-                                 memory_budget=memory_budget, root=root, only=next(iter(read_back or {}), None),
-                                 **decide_args)
+                                 memory_budget=memory_budget, root=root, only=only, **decide_args)
     decisions.notes += notes
     return decisions
 
@@ -105,9 +106,7 @@ def read_tier_back(path: Path | None, probed: DiskMeasurement, progress: Progres
     return read_back(path, probed)
 
 
-def remove_unused_tier(path: Path | None) -> str | None:
+def remove_unused_tier(path: Path) -> str:
     """A tier filled, then not chosen on its own read: removed (a plan leaves no unused gigabytes)."""
-    if path is None:
-        return None
     remove_tree(path)
     return f"the tier filled at {path} was removed: read back, it no longer beat recomputing"

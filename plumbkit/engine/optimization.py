@@ -510,9 +510,9 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
         read = read_tier_back(path, decisions.tier.measurement, progress) if failed is None else None
         if read is not None:  # decided again on the tier's own read
             decisions = decide_tiered(original, **{**tiered, "progress": _quiet},  # the probes: cached
-                                      read_back={decisions.tier.candidate.node: read}, **args)
-            if decisions.tier is None:
-                decisions.notes += [n for n in [remove_unused_tier(path)] if n]
+                                      read_back=(decisions.tier.candidate.node, read), **args)
+            if decisions.tier is None:  # read is not None: the fill gave a path
+                decisions.notes.append(remove_unused_tier(path))
         if failed is None and decisions.tier is not None:  # filled before anything is measured: every build reads it
             rival_fill = max(yours_fill, _fill(original, [c.node for c in decisions.tier.memory_cache]))
             return _Planned(decisions, list(decisions.changes), decisions.cache, None, yours_fill, yours_fill,

@@ -78,16 +78,13 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
         evicted = evict_from_page_cache(_files(scratch / "many")) > 0
         per_record = disk_tier.record_elements(reader.element_spec)  # the untimed first minibatch: one record
         batch = max(1, min(n // 8, max(PROBE_READ_BATCH_BYTES // size, per_record)))
-        read, read_cpu, read_thread, elements = _timed_read(reader, batch=batch)
+        read = _read_figures(reader, batch=batch, per_element=many_bytes / n)
         free = float(shutil.disk_usage(directory).free)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    per_element = many_bytes / n
     return DiskMeasurement(
         directory=str(directory), element_bytes=float(size),
-        write_bandwidth=(many_bytes - one_bytes) / max(many_write - one_write, MIN_SECONDS),
-        read_bandwidth=per_element * elements / max(read, MIN_SECONDS),
-        read_cpu_per_element=read_cpu / max(elements, 1), read_thread_cpu_per_element=read_thread / max(elements, 1),
+        write_bandwidth=(many_bytes - one_bytes) / max(many_write - one_write, MIN_SECONDS), **read,
         free_bytes=free, probe_bytes=one_bytes + many_bytes, probe_seconds=time.perf_counter() - started,
         evicted=evicted, write_setup_seconds=one_write)
 
@@ -111,12 +108,8 @@ def read_back(path: "str | Path", probed: DiskMeasurement, *,
     if wanted < 3 * batch:
         return None
     evicted = evict_from_page_cache(files) > 0
-    read, cpu, thread, timed = _timed_read(reader.take(wanted), batch=batch)
-    if not timed:
-        return None
-    return dataclasses.replace(probed, read_bandwidth=per_element * timed / max(read, MIN_SECONDS),
-                               read_cpu_per_element=cpu / timed, read_thread_cpu_per_element=thread / timed,
-                               evicted=evicted, read_back_bytes=per_element * wanted)
+    read = _read_figures(reader.take(wanted), batch=batch, per_element=per_element)
+    return dataclasses.replace(probed, **read, evicted=evicted, read_back_bytes=per_element * wanted)
 
 
 def _write(data: np.ndarray, path: Path) -> tuple[float, float, tf.data.Dataset]:
@@ -142,18 +135,22 @@ def _sync(files: list[str]) -> None:
             os.close(fd)
 
 
-def _timed_read(reader: tf.data.Dataset, *, batch: int) -> tuple[float, float, float, int]:
-    """Wall, process CPU and this thread's CPU seconds to read a tier back, and the elements
-    timed: all but the first minibatch of ``batch``, whose read opens the tier. This thread's
-    share is what the operator pulling from the tier pays; the shards are read on the reader's
-    own threads (27 KB elements from a 4.5 GB tier: 2.5-5 us of 17-60 per element here)."""
+def _read_figures(reader: tf.data.Dataset, *, batch: int, per_element: float) -> dict[str, float]:
+    """A tier's read figures for :class:`DiskMeasurement` (elements of ``per_element`` bytes on
+    disk): its bandwidth, and the process CPU and this thread's CPU per element, over all but the
+    first minibatch of ``batch`` (whose read opens the tier). This thread's share is what the
+    operator pulling from the tier pays; the shards are read on the reader's own threads (27 KB
+    elements from a 4.5 GB tier: 2.5-5 us of 17-60 per element here)."""
     it = iter(reader.batch(batch))
     next(it)
     elements = 0
     w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
     for minibatch in it:
         elements += int(tf.nest.flatten(minibatch)[0].shape[0])  # a tier below a graph edit: a tuple
-    return time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - t0, elements
+    wall, cpu, thread = time.perf_counter() - w0, time.process_time() - c0, time.thread_time() - t0
+    timed = max(elements, 1)
+    return {"read_bandwidth": per_element * elements / max(wall, MIN_SECONDS), "read_cpu_per_element": cpu / timed,
+            "read_thread_cpu_per_element": thread / timed}
 
 
 def _files(path: Path) -> list[str]:
