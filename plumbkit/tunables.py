@@ -322,12 +322,15 @@ TIER_ALONE_BYTES = 64 * 2**10
 #: Sensitive to: the disk's speed (a slow disk makes the probe slower; a fast one, its opening a
 #: larger share).
 PROBE_BYTES = 8 * 1024 * 1024
-#: Bytes a minibatch of the probe's timed read holds (Python's ``next()`` per minibatch is then
-#: ~1 us per element or less); the first minibatch is not timed.
-#: From: judgement with the probe (e770f8c).
-#: Machine: the dev VM.
-#: Sensitive to: Python's per-``next()`` cost on this CPU.
-PROBE_READ_BATCH_BYTES = 256 * 1024
+#: Bytes a minibatch of the probe's and the read-back's timed reads holds: Python's ``next()``
+#: per minibatch costs the reading thread ~70 us and the process ~100 us, which the plan's
+#: pipeline never pays (its operators pull from the tier in C++). At 256 KB (9 elements of 27 KB)
+#: the read-back read 44-104 us of CPU per element, at 3.5 MB (128 elements) 33-46, interleaved
+#: and evicted, three rounds (``benchmarks/results/2026-11-28-read-back-settled/loops.py``).
+#: From: that measurement (at 844d090): 128 elements of 27 KB, rounded to 4 MB.
+#: Machine: the dev VM (2 cores).
+#: Sensitive to: Python's per-``next()`` cost on this CPU (a slower CPU: larger).
+PROBE_READ_BATCH_BYTES = 4 * 1024 * 1024
 #: Bytes of a filled disk tier read back (page cache evicted) before the plan is predicted: the
 #: tier's own read replaces the probe's. A probe of a few MB reads what the VM's host still holds;
 #: a tier of gigabytes read back at ~0.7 GB/s where the probe read 4.7, and its CPU per element

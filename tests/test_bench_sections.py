@@ -2,6 +2,7 @@
 share their goal is checked against, the evaluation records sized as asked, a failed row said in
 one line while the others stand."""
 
+import os
 import time
 from pathlib import Path
 
@@ -60,3 +61,51 @@ def test_a_tier_whose_epoch_outlasts_a_window_is_measured_over_an_epoch():
     assert abs(long.window - 5088 / 623.0) < 1e-9 and long.max_windows == 2 and long.rounds == FULL.rounds
     assert disk_tier.epoch_windows(FULL, epoch_batches=384, predicted=623.0) is FULL
     assert disk_tier.epoch_windows(FULL, epoch_batches=384, predicted=0.0) is FULL
+
+
+def _resident(path: Path) -> float:
+    """The share of ``path``'s pages in the page cache (``mincore`` on a map of it)."""
+    import ctypes
+    import mmap
+    import os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    size, page = path.stat().st_size, mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        pages = (size + page - 1) // page
+        vec = ctypes.create_string_buffer(pages)
+        assert libc.mincore(ctypes.c_void_p(addr), size, vec) == 0, ctypes.get_errno()
+        libc.munmap(ctypes.c_void_p(addr), size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec.raw) / pages
+
+
+def test_data_read_again_while_the_contenders_run_is_read_from_the_disk(tmp_path: Path):
+    """A window longer than the tier's epoch read its second pass from memory: while the
+    contenders run, the page cache is kept empty of the data and the tier (data larger than
+    memory is read from the disk every epoch), and the evictor stops with the block."""
+    data, tier = tmp_path / "data.bin", tmp_path / "tier" / "shard"
+    tier.parent.mkdir()
+    for f in (data, tier):
+        f.write_bytes(os.urandom(8 * 2**20))
+    evict = disk_tier.evictor([str(data)], tmp_path / "tier")
+    passes = []
+
+    def counted(name: str) -> None:
+        passes.append(name)
+        evict(name)
+    for f in (data, tier):
+        f.read_bytes()  # read into the page cache
+    assert min(_resident(data), _resident(tier)) > 0.9  # control: a file just read is in memory
+    with disk_tier.kept_evicted(counted, every=0.02):
+        time.sleep(0.2)
+        assert max(_resident(data), _resident(tier)) < 0.1
+        during = len(passes)
+    time.sleep(0.1)
+    assert during >= 3 and len(passes) == during  # it ran, and stopped with the block
