@@ -92,12 +92,12 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
 def read_back(path: "str | Path", probed: DiskMeasurement, *,
               max_bytes: float = TIER_READ_BACK_BYTES) -> DiskMeasurement | None:
     """``probed`` with its read figures measured again on the filled tier at ``path``: its first
-    ``max_bytes`` (at most the whole tier) read through the tier's reader with the page cache
-    evicted, twice, the second read timed (all but its first minibatch, which opens the tier).
-    Why twice: the first evicted read right after a fill cost 1.4-1.8x the CPU per element of the
-    reads after it (0.34 GB tiers of 27 KB elements, 256 MB read at 128 elements per minibatch:
-    58-82 us, then 37-46), and the plan's pipeline reads the tier every epoch after that one.
-    None: the tier is too small to time apart from its opening (fewer than 16 elements)."""
+    ``max_bytes`` (at most the whole tier) read back once through the tier's reader with the page
+    cache evicted, all but the first minibatch (opening the tier) timed. Once: a second read of the
+    same stretch comes from what the VM's host kept of the first (an evaluation tier's stretch read
+    again read 3.0 GB/s and 15 us of CPU per element, where its plan read the tier at ~29 us; the
+    disk-tier section at 0c6389f). None: the tier is too small to time apart from its opening
+    (fewer than 16 elements)."""
     path = Path(path)
     files = _files(path)
     tier_bytes = float(sum(os.path.getsize(f) for f in files))
@@ -109,12 +109,8 @@ def read_back(path: "str | Path", probed: DiskMeasurement, *,
     wanted = min(elements, int(max_bytes // per_element))
     if wanted < 2 * MIN_ELEMENTS:
         return None
-    batch = _read_batch(per_element, wanted)
-    evict_from_page_cache(files)
-    for _ in reader.take(wanted).batch(batch):  # the settling read, untimed
-        pass
     evicted = evict_from_page_cache(files) > 0
-    read = _read_figures(reader.take(wanted), batch=batch, per_element=per_element)
+    read = _read_figures(reader.take(wanted), batch=_read_batch(per_element, wanted), per_element=per_element)
     return dataclasses.replace(probed, **read, evicted=evicted, read_back_bytes=per_element * wanted)
 
 
