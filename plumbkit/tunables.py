@@ -93,6 +93,16 @@ LATENCY_RATIO = 2.0
 #: Machine: the dev VM (2 cores), TF 2.21.
 #: Sensitive to: tf.data's per-call overhead (TensorFlow version) and the calls a plan gives.
 IN_FLIGHT_CALLS = 16
+#: Builds of an operator's parallel form its calibration measures (the median of their figures
+#: is its parallel CPU per element): a parallel form's figure moves from one build of its iterator
+#: to the next far beyond its runs' spread within a build. Five calls, one build each, within a
+#: minute: the detection pipeline's box crop 77, 87, 92, 96 and 137 us per element (its plan's
+#: CPU per minibatch then predicted 2.34-3.43 ms, measured 2.29-2.45 over five fresh builds), the
+#: crop pipeline's random flip 36-46 us (``benchmarks/results/2026-11-28-read-back-settled/parcal.log``).
+#: From: that measurement (at 15acaab): three, the fewest whose median drops one outlier.
+#: Machine: the dev VM (2 cores), shared with other agents' processes.
+#: Sensitive to: build-to-build noise (thread placement, neighbours); each build costs ~0.4 s.
+PARALLEL_BUILDS = 3
 #: The most calls in flight the planner gives a latency-bound operator, and so the calls in
 #: flight of the third probe of a waiting Python operator: whatever it sustains there is its
 #: ceiling in any plan (typed twice before, as QUEUED_CALLS in calibrate.py).

@@ -2,6 +2,7 @@
 on real tf.data iterators where it runs anything."""
 
 import contextlib
+import dataclasses
 import statistics
 import threading
 import time
@@ -18,7 +19,7 @@ from plumbkit.host.threads import NO_BACKGROUND, Background, runnable_seconds
 from plumbkit.model.costs import FUSED
 from plumbkit.tfdata import calibrate as cal
 from plumbkit.tfdata.graph import pipeline_of
-from plumbkit.tunables import QUIET_SHARE
+from plumbkit.tunables import PARALLEL_BUILDS, QUIET_SHARE
 
 from conftest import measured_against_the_clock
 
@@ -70,6 +71,7 @@ def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight
     name = next(op.name for op in pipeline if op.kind == "map")
     sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}).costs[name]
     assert sequential.parallel_calls == 2 and sequential.parallel_cpu_per_element is not None
+    assert sequential.parallel_builds == PARALLEL_BUILDS and sequential.parallel_spread >= 0
     # the same work, a little cheaper or dearer per element with concurrency: never another order
     assert 0.5 * sequential.cpu_per_element < sequential.parallel_cpu_per_element < 1.5 * sequential.cpu_per_element
     ran_parallel = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2},
@@ -215,3 +217,28 @@ def test_a_thread_left_busy_beside_the_calibration_does_not_make_a_waiting_map_r
     assert bound == "latency" and cost.cpu_per_element < 0.0015, cost
     assert 0.002 < cost.latency_per_element < 0.006, cost
     assert counted.probe_cpu_per_element > 2 * cost.probe_cpu_per_element, (counted, cost)
+
+
+def test_one_build_of_a_parallel_form_that_reads_far_off_does_not_set_its_figure(monkeypatch):
+    """A parallel form's figure moves from one build of its iterator to the next (the detection
+    pipeline's box crop: 77-137 us per element in five, its plan spending what ~90 predicts):
+    the figure is the median over builds, and their spread is kept. The first build here reads
+    the outlier, as one build alone would have set it."""
+    from plumbkit.tfdata.options import sequential_options
+    builds = iter([137e-6, 77e-6, 92e-6, 96e-6, 87e-6])
+    real, calls = cal._over_sample, []
+
+    def one_build(*args):
+        """Each build measured for real; the parallel builds (every call after the one-call
+        form's) read the figures above."""
+        measured = real(*args)
+        calls.append(measured)
+        return measured if len(calls) == 1 else dataclasses.replace(measured, cpu=next(builds))
+    monkeypatch.setattr(cal, "_over_sample", one_build)
+    ds = tf.data.Dataset.range(10**6).map(lambda x: planted_work(x, 16)).batch(4).with_options(sequential_options())
+    pipeline = pipeline_of(ds)
+    name = next(op.name for op in pipeline if op.kind == "map")
+    cost = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}).costs[name]
+    assert cost.parallel_builds == PARALLEL_BUILDS == 3
+    assert cost.parallel_cpu_per_element == pytest.approx(92e-6)  # not the first build's 137
+    assert cost.parallel_spread == pytest.approx((137 - 77) / 92)

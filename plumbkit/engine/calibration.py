@@ -94,9 +94,11 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
     alone in their parallel form, with the calls in flight the plan gives them (at least one per
     core; AUTOTUNE or fewer: one per core). A plan parallelizes them, and CPU per element falls
     with concurrency: the speech pipeline's mask spent 0.93 ms per minibatch with one call, 0.53
-    with three, and 0.46 inside the pipeline, where the cores are kept busy. Only for these:
-    about 0.4 s each, so ``trace()`` does not pay it for every operator (eight operators written
-    sequentially took 2.8-3.2 s, against 2.0-2.7 s without it)."""
+    with three, and 0.46 inside the pipeline, where the cores are kept busy. Each is measured over
+    :data:`~plumbkit.tunables.PARALLEL_BUILDS` builds of its parallel form (one build's figure
+    moves far beyond its runs' spread). Only for these: about 0.4 s a build, so ``trace()`` does
+    not pay it for every operator (eight operators written sequentially took 2.8-3.2 s, against
+    2.0-2.7 s without it)."""
     cores = int(trace.analysis.cores or 1)
     ran_one_at_a_time = {o.name for o in trace.ops if o.name in calls and o.name in trace.pipeline.operators
                          and ran_one_call_at_a_time(o.runtime, trace.pipeline[o.name].op, o.parallelism)}
@@ -109,7 +111,9 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
     for name, cost in fresh.costs.items():
         if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
             costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
-                                              parallel_calls=cost.parallel_calls)
+                                              parallel_calls=cost.parallel_calls,
+                                              parallel_builds=cost.parallel_builds,
+                                              parallel_spread=cost.parallel_spread)
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
 
 

@@ -59,6 +59,10 @@ class OperatorCost:
     #: it so, and CPU per element falls with concurrency)
     parallel_cpu_per_element: float | None = None
     parallel_calls: int = 0
+    #: builds of the parallel form measured (the figure is their median) and their figures'
+    #: (max - min) / median: the parallel form moves from one build to the next
+    parallel_builds: int = 0
+    parallel_spread: float = 0.0
     #: Calibrated alone in the one-call form it ran in: ``wall_per_element`` is then the time one
     #: thread is busy with an element (below its CPU where its kernels run on other threads too)
     one_call: bool = False
