@@ -101,6 +101,9 @@ def test_a_filled_tier_is_found_in_its_pipeline_and_its_own_read_replaces_the_pr
     assert partly is not None and partly.read_back_bytes == pytest.approx(4 * 2**20, rel=0.01)
     small = on_disk(tf.data.Dataset.range(10).map(lambda x: tf.fill([1024], x)), tmp_path)
     assert read_back(tier_paths(small)[0], probed) is None  # too small to time apart from its opening
+    minibatches = on_disk(tf.data.Dataset.range(600).map(lambda x: tf.fill([256], x)).batch(16), tmp_path)
+    read = read_back(tier_paths(minibatches)[0], probed)  # 38 minibatches, the last of 8: shapes vary
+    assert read is not None and read.read_back_bytes == pytest.approx(600 * 256 * 8, rel=0.05)
 
 
 def test_a_changed_map_or_a_touched_file_never_reads_the_old_cache(tmp_path):

@@ -149,7 +149,7 @@ def _read_figures(reader: tf.data.Dataset, *, batch: int, per_element: float) ->
     first minibatch of ``batch`` (whose read opens the tier). This thread's share is what the
     operator pulling from the tier pays; the shards are read on the reader's own threads (27 KB
     elements from a 4.5 GB tier: 2.5-5 us of 17-60 per element here)."""
-    it = iter(reader.batch(batch))
+    it = iter(_batched(reader, batch))
     next(it)
     elements = 0
     w0, c0, t0 = time.perf_counter(), time.process_time(), time.thread_time()
@@ -159,6 +159,14 @@ def _read_figures(reader: tf.data.Dataset, *, batch: int, per_element: float) ->
     timed = max(elements, 1)
     return {"read_bandwidth": per_element * elements / max(wall, MIN_SECONDS), "read_cpu_per_element": cpu / timed,
             "read_thread_cpu_per_element": thread / timed}
+
+
+def _batched(reader: tf.data.Dataset, batch: int) -> tf.data.Dataset:
+    """``reader`` in minibatches of ``batch``: ragged where its elements' shapes vary (a tier of
+    minibatches ends with a shorter one, and a dense batch of both raises)."""
+    static = all(s.shape.is_fully_defined() for s in tf.nest.flatten(reader.element_spec)
+                 if isinstance(s, tf.TensorSpec))
+    return reader.batch(batch) if static else reader.ragged_batch(batch)
 
 
 def _files(path: Path) -> list[str]:
