@@ -67,7 +67,6 @@ def _resident(path: Path) -> float:
     """The share of ``path``'s pages in the page cache (``mincore`` on a map of it)."""
     import ctypes
     import mmap
-    import os
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
