@@ -84,9 +84,11 @@ def rate_holds(estimate: float, measured: float) -> bool:
 def test_a_waiting_python_function_whose_calls_queue_for_the_gil_is_bounded_by_its_rate_with_the_most_calls():
     """With 64 calls in flight, 2 ms sleeps queue for the GIL (the Python of each call and
     TensorFlow's side of it): the rate measured so bounds every plan. 60 ms sleeps do not queue:
-    the GIL is the Python the calls were timed to hold. The wrong answer, the Python CPU timed in
-    the calls (what holds the GIL without a queue), fails the same check. The rate is measured
-    after the trace, seconds from the estimate: one rerun where the machine's speed moved."""
+    the GIL is the Python the calls were timed to hold. The wrong answer, a model blind to the GIL
+    (64 calls in flight, each waiting its latency), fails the same check. (The Python CPU timed in
+    the calls is no negative control: on some machines the queue adds under 10% to it, and CI
+    failed there.) The rate is measured after the trace, seconds from the estimate: one rerun
+    where the machine's speed moved."""
     trace = plumbkit.trace(queueing_fetches, seconds=1.5, converge=False)
     queued = trace.op("map(fetch)")
     assert queued.python_from == GIL_QUEUED and queued.python_per_element, queued
@@ -95,10 +97,8 @@ def test_a_waiting_python_function_whose_calls_queue_for_the_gil_is_bounded_by_i
         Change("threadpool", "batch(8)", trace.op("batch(8)").name, 66, "")], allow_external_state=True)
     elements_per_second = 8 * untraced_throughput(widest, 1.5, 0.3)
     assert rate_holds(1 / queued.python_per_element, elements_per_second), (elements_per_second, queued)
-    with python_call_cpu() as spent:
-        elements = 8 * sum(1 for _ in widest.take(40))
-    timed = spent[0] / elements  # CPU in the calls, per element
-    assert not rate_holds(1 / timed, elements_per_second), (timed, elements_per_second)  # negative control
+    gil_blind = 64 / queued.latency_per_element  # 64 calls in flight, each waiting its latency
+    assert not rate_holds(gil_blind, elements_per_second), (gil_blind, elements_per_second)  # negative control
     sparse = plumbkit.trace(slow_fetches(0.06), seconds=1.5, converge=False).op("map(fetch)")
     assert sparse.bound == "latency" and sparse.python_from == PYTHON_TIMED, sparse
     assert sparse.python_per_element < queued.python_per_element
