@@ -347,20 +347,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                                                 memory_budget=memory_budget, disk=disk,
                                                 calibrate=original.calibration or False):
             break
-    changes = planned.changes
-    parallelized = {c.node: int(c.value) for c in changes if c.what == "parallelism" and int(c.value) != 1}
-    if parallelized and costs is None:
-        progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
-        original = with_parallel_costs(ds, original, parallelized)
-    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
-                             tiers=planned.decisions.tiers)
-    planned.changes, as_written = threads_worth_their_cost(ev, planned.changes)
-    planned.notes += as_written
-    if demand is None:  # with a model in the loop the training step judges the plan (right-sizing)
-        planned.changes, stays = plan_worth_its_changes(ev, planned.changes)
-        if stays:
-            _keep_yours(planned, stays)
-    sizing = right_size_planned(planned, ev, demand)  # None: no model, or the pipeline binds
+    original, ev, sizing = _changes_that_ship(ds, original, planned, cores=cores, runtime=runtime, disk=disk,
+                                              costs=costs, demand=demand, progress=progress)
     changes = planned.changes
     # the one prediction: the layout that ships (yours as it ran, where nothing changes)
     prediction = predict(ev, layout_with(ev, changes) if changes else layout_as_traced(ev))
@@ -382,6 +370,29 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                  progress=progress, demand=demand, build_yours=build_yours)
     progress("done", 1.0)
     return plan
+
+
+def _changes_that_ship(ds: tf.data.Dataset, original: Trace, planned: _Planned, *, cores: float,
+                       runtime: RuntimeCosts, disk: Any, costs: Mapping[str, float] | None,
+                       demand: ModelDemand | None, progress: Progress) -> tuple[Trace, Evidence, RightSizing | None]:
+    """Settle ``planned.changes``: the operators it parallelizes calibrated again with their calls
+    in flight, then the threads and changes that do not pay for themselves handed back. Returns
+    the trace with those parallel figures, the evidence the one prediction reads, and the
+    right-sizing (None: no model, or the pipeline binds)."""
+    parallelized = {c.node: int(c.value) for c in planned.changes
+                    if c.what == "parallelism" and int(c.value) != 1}
+    if parallelized and costs is None:
+        progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
+        original = with_parallel_costs(ds, original, parallelized)
+    ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
+                             tiers=planned.decisions.tiers)
+    planned.changes, as_written = threads_worth_their_cost(ev, planned.changes)
+    planned.notes += as_written
+    if demand is None:  # with a model in the loop the training step judges the plan (right-sizing)
+        planned.changes, stays = plan_worth_its_changes(ev, planned.changes)
+        if stays:
+            _keep_yours(planned, stays)
+    return original, ev, right_size_planned(planned, ev, demand)
 
 
 def _keep_yours(planned: _Planned, notes: list[str]) -> None:
