@@ -54,8 +54,9 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
         runner.consume(2 * ELEMENTS // BATCH, limit=10.0)
         return sorted(runner.window(0.8) for _ in range(3))[1]  # several epochs a window
 
-    steady = predict(evidence_from_trace(short_trace), layout_as_traced(evidence_from_trace(short_trace)))
-    predictions, rates, others = [], [], []
+    as_traced = evidence_from_trace(short_trace)
+    steady = predict(as_traced, layout_as_traced(as_traced))
+    predictions, rates, busy_cores = [], [], []
     for _ in range(3):
         restarts = measure_restarts(short_epoch, short_trace)
         assert restarts is not None and restarts.minibatches == ELEMENTS // BATCH
@@ -67,9 +68,9 @@ def test_a_short_epoch_repeated_is_predicted_at_its_epoch_averaged_rate(short_tr
         predictions.append(averaged)
         rate, busy = with_neighbour_cores(measured)
         rates.append(rate)
-        others.append(busy or 0.0)
+        busy_cores.append(busy or 0.0)
     averaged = sorted(predictions, key=lambda p: p.throughput)[1]
-    rate, others = statistics.median(rates), max(others)
+    rate, others = statistics.median(rates), max(busy_cores)
     figures = (f"measured {rate:.0f}/s (rounds {[round(r) for r in rates]}); predicted {averaged.throughput:.0f} "
                f"({averaged.binding}; rounds {[round(p.throughput) for p in predictions]}); "
                f"steady only {steady.throughput:.0f} ({steady.binding})")

@@ -1,7 +1,7 @@
 """A sequential pipeline's thread is busy for less than its CPU where kernels also run on other
-threads (a large elementwise kernel, which Eigen splits over the intra-op pool): the prediction of the pipeline as traced counts the thread's
-time (the wall time of each operator calibrated one call at a time) for the thread's limit, and
-matches the throughput the trace measured. The negative control is the same prediction with the
+threads (a large elementwise kernel, which Eigen splits over the intra-op pool): the prediction
+of the pipeline as traced counts the thread's time (the wall time of each operator calibrated
+one call at a time) for the thread's limit, and matches the throughput the trace measured. The negative control is the same prediction with the
 thread charged the operators' CPU, as before (the bench's skewed pipeline: 465/s predicted where
 the trace ran 574; with the thread's time, 520-545). One trace, about 10 s.
 
