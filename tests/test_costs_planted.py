@@ -1,6 +1,8 @@
 """Per-operator CPU is CPU under the configuration users run: TensorFlow's defaults (maps
-parallelized by tf.data, no intra-op pinning), on a quiet machine and beside a neighbour that
-keeps one core busy.
+parallelized by tf.data, no intra-op pinning). Beside a neighbour that keeps one core busy, the
+same figure is the bench's (``busy_core`` section): here its truth moved more than 20% within 6
+of 8 rounds in both CI runs on the Intel machine, so the test skipped after a minute, checking
+nothing (session 45 moved it).
 
 The truth comes from a harness independent of plumbkit (``conftest.cpu_meter``, built once:
 each function alone over ``range``, the same options, process CPU time, driven by ``reduce``;
@@ -8,13 +10,10 @@ heavy fused with its batch, as tf.data runs it),
 measured before and after every trace, each sized to about 0.12 s of CPU (at 400 elements the
 light map's truth moved 94-161 µs between consecutive measurements: part of why this test
 failed one run in three); the estimate from the public ``plumbkit.trace()``.
-Five rounds per test with a steady truth (up to eight taken): 40 s under default options, 60 s beside the neighbour (load 5-6 on 2 cores;
-the harness is built once for the file).
+Five rounds with a steady truth (up to eight taken): 40-50 s.
 """
 
 import statistics
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -140,47 +139,6 @@ def test_default_options_rates_match_the_truth_and_the_bottleneck_is_named(truth
     """The truth is measured around each trace, seconds from the estimate: one rerun where the
     machine's speed moved between them (the medians over five rounds absorb one disturbed round)."""
     _check(*_measure(truth_now, 0.20), tolerance=0.20)
-
-
-#: A busy loop that ends with the process that started it (never left behind by a killed test).
-BURNER = ("import os\nparent = os.getppid()\n"
-          "while os.getppid() == parent:\n    for _ in range(100_000):\n        pass\n")
-
-
-@pytest.fixture
-def neighbour():
-    """Another program keeping one core busy (a training step, a notebook next door): a process in
-    a session of its own, as another program's is. In this session, with autogroups on, it would
-    be one more thread among this pipeline's, and there the light map read 0.9-2.1x its truth
-    (median 1.46, two attempts of five rounds each, a quiet machine otherwise): a known defect of
-    the estimate beside a same-session spinner (issue 25, open), not what a neighbour program does."""
-    burner = subprocess.Popen([sys.executable, "-c", BURNER], start_new_session=True)
-    try:
-        yield burner
-    finally:
-        burner.kill()
-        burner.wait()
-
-
-@measured_against_the_clock
-def test_rates_hold_while_a_neighbour_burns_one_core(truth_now, neighbour):
-    """CPU, not wall time: beside a busy neighbour a thread waits for a core without spending CPU.
-    The truth is measured around each trace, seconds from the estimate: one rerun where the
-    machine's speed moved between them (the medians over five rounds absorb one disturbed round:
-    over three, one round that read parse 1.63x its truth failed CI twice in a row).
-
-    The wrong answer this test exists for is wall time: a thread waiting for a core counted as
-    cost reads an operator *dearer* than its truth (its rate below it). Beside a spinner the light
-    map can also read *cheaper* (CI, truth steady within rounds: parse 1.06-1.53x, median 1.33;
-    heavy 0.86-0.96): a known defect of the estimate (issue 25, open), reported as an expected
-    failure with its figures only in that direction; dearer, or heavy not named, fails."""
-    estimated, truth, named = _measure(truth_now, 0.30)
-    ratios = per_operator_ratios(estimated, truth)
-    cheaper_only = all(r >= 1 - 0.30 for r in ratios.values())
-    if not rates_hold(estimated, truth, named, 0.30) and cheaper_only and named.count("map(heavy)") > len(named) / 2:
-        pytest.xfail(f"known defect (issue 25, open): beside a spinner an operator read cheaper than its truth; "
-                     f"median estimate/truth {({k: round(v, 2) for k, v in ratios.items()})}")
-    _check(estimated, truth, named, tolerance=0.30)
 
 
 def test_live_updates_say_wall_time_until_the_calibrated_trace_arrives():

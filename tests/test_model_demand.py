@@ -93,7 +93,9 @@ def test_keras_model_through_its_train_function_is_left_bitwise_unchanged():
     assert d.kind == "keras model" and d.ideal_steps_per_s > 0 and d.steps_per_s > 0
     assert 0.0 <= d.input_bound <= 1.0 and d.cpu_per_step > 0
     assert d.restored == len(keras_variables(model)) >= 4 + 2 + 4  # weights, optimizer, metrics
-    assert d.verdict.split(":")[0] in ("model-bound", "input-bound", "input-bound on shared cores")
+    # any of the verdict's regimes: which one depends on this machine's speed, not on the restore
+    assert d.verdict.split(":")[0] in ("model-bound", "input-bound", "input-bound on shared cores",
+                                       "input-bound by turns"), d.verdict
     assert bits(existing) == before
     assert model.train_function is None and int(model.optimizer.iterations.numpy()) == 0
     assert type(trace).from_dict(trace.to_dict()).model == d

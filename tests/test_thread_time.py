@@ -22,6 +22,8 @@ from plumbkit.host.machine import available_cores
 from plumbkit.planning.predict import evidence_from_trace, layout_as_traced, predict
 from plumbkit.tfdata.options import sequential_options
 
+from conftest import measured_against_the_clock
+
 #: How close the prediction of the pipeline as traced must come to the trace's own throughput
 #: (the thread's time is read in a short calibration: -13% to +7% in three traces; the CPU, -30%).
 WITHIN = 0.15
@@ -34,7 +36,11 @@ def split_over_the_pool(x: tf.Tensor) -> tf.Tensor:
     return tf.cast(x, tf.float32) + tf.reduce_sum(tf.exp(tf.sin(v) * tf.cos(v)))
 
 
+@measured_against_the_clock
 def test_the_pipeline_as_traced_is_predicted_from_the_time_its_thread_is_busy():
+    """The throughput is measured during the trace, the thread's time in the calibration seconds
+    after it: one rerun where the machine's speed moved between them (the review run of session 44
+    read 83/s traced against 100 predicted, 20% off, once in five runs)."""
     if available_cores() < 2:
         pytest.skip("one core: no kernel runs beside the pipeline's thread")
     ds = (tf.data.Dataset.range(10**9).map(lambda x: planted_work(x, 1)).map(split_over_the_pool)
