@@ -41,6 +41,7 @@ import tensorflow as tf  # noqa: E402
 
 from plumbkit.bench.examples import planted_work  # noqa: E402
 from plumbkit.engine.compare import PROTOCOLS  # noqa: E402
+from plumbkit.service.processes import usable_cores  # noqa: E402
 from plumbkit.tfdata.options import sequential_options  # noqa: E402
 
 tf.get_logger().setLevel("ERROR")
@@ -69,6 +70,23 @@ def ctrl_c_raises():
         signal.signal(signal.SIGINT, previous)
 
 
+#: The measuring client's core when there are two: the client alone on core 0, the workers on the
+#: other (None on one core: nothing to pin apart).
+SERVICE_CLIENT_CORES = usable_cores()[:1] if len(usable_cores()) > 1 else None
+
+
+@pytest.fixture(scope="module")
+def cluster(request):
+    """A tf.data service of one worker for the module's tests: a dispatcher and a worker, each a
+    process of its own on loopback, stopped by a finalizer even when a test fails."""
+    from plumbkit.service.cluster import ServiceCluster
+    c = ServiceCluster(1, client_cores=SERVICE_CLIENT_CORES, worker_timeout_ms=1000)
+    # SIGKILL after 1 s, not 5: the servers' own stop outlasts the default wait (the test's
+    # teardown took 5.1 s), and no test checks this finalizer (the CLI test checks a clean stop).
+    request.addfinalizer(lambda: c.stop(timeout=1.0))
+    return c.start()
+
+
 def python_module_with_ctrl_c(module: str, *args: str) -> list[str]:
     """The command line of ``python -m module args`` whose SIGINT raises KeyboardInterrupt, as
     in a terminal: a child inherits an ignored SIGINT from a background job (see
@@ -79,7 +97,7 @@ def python_module_with_ctrl_c(module: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
-#: Notebooks whose cells check what comes out, never a speed (tests/run: two at a time). 06 stays
+#: Notebooks whose cells check what comes out, never a speed (tests/run: several at a time). 06 stays
 #: alone: its offload decision is made from what its measurements read; 02 too: its walks show
 #: parallelism paying, and beside another test a step read 228, 223, 236, 146/s (one core left).
 CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "03-optimize.ipynb",
