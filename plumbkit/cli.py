@@ -116,7 +116,7 @@ def cmd_service_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"plumbkit service: starting a dispatcher and {args.workers} worker(s) ...", flush=True)
     with ServiceCluster(args.workers, client_cores=client, port=args.port, work_dir=args.work_dir,
-                        worker_timeout_ms=args.worker_timeout_ms) as cluster:
+                        worker_timeout_ms=args.worker_timeout_ms, measuring_client=False) as cluster:
         print(cluster.describe())
         for note in cluster.notes:
             print(f"note: {note}")

@@ -300,8 +300,8 @@ def _measuring_client(service: _Service, client_cores: list[int] | None, python:
         notes.append("the pipeline calls Python, which exists only in this process: measured here, "
                      "not in a pinned client process")
         return InProcessClient(cluster=service.cluster), False
-    if service.cluster is not None and not service.own and client_cores == service.cluster.client_cores:
-        return shared_client(service.cluster), True
+    if service.cluster is not None and client_cores == service.cluster.client_cores:
+        return shared_client(service.cluster), True  # started with the cluster (its own too), stopped with it
     return MeasuringClient(client_cores, cluster=service.cluster), False
 
 

@@ -110,6 +110,7 @@ class MeasuringClient:
         self._dir = tempfile.mkdtemp(prefix="plumbkit-client-")
         self._log = Path(self._dir) / "client.log"
         self._to = self._from = -1
+        self._ready = False  # the running process said it is ready
         # [process, request fd, response fd], shared with the finalizer; emptied once closed, so
         # a descriptor number is never closed twice (it may belong to another file by then).
         self._state: list = [None, -1, -1]
@@ -119,7 +120,11 @@ class MeasuringClient:
     def pid(self) -> int | None:
         return self._popen.pid if self._popen is not None else None
 
-    def _start(self) -> None:
+    def start_in_background(self) -> None:
+        """Start the client's process without waiting for it: its TensorFlow loads (~9 s pinned to
+        one core on CI's machine) while the caller does other work; the first call waits for it."""
+        if self._popen is not None and self._popen.poll() is None:
+            return
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         args = {"main": "client", "cores": self.cores if can_pin() else None, "requests": req_r,
@@ -129,10 +134,18 @@ class MeasuringClient:
         os.close(resp_w)
         self._to, self._from = req_w, resp_r
         self._state[:] = [self._popen, req_w, resp_r]
+        self._ready = False
+
+    def _start(self) -> None:
+        """Launch the process if it is not running, and wait until it says it is ready."""
+        self.start_in_background()
+        if self._ready:
+            return
         hello = self._wait_frame(self.startup_timeout)
         if not (isinstance(hello, dict) and hello.get("ready")):
             raise ServiceError(f"the measuring client did not start: {hello}")
         self.cores = hello.get("cores") or self.cores
+        self._ready = True
 
     def _wait_frame(self, timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -155,8 +168,7 @@ class MeasuringClient:
         """Send ``request`` to the client; return its answer, or raise PipelineError (the
         pipeline failed) or ServiceStall (elements stopped coming)."""
         watch = watch or Watch()
-        if self._popen is None or self._popen.poll() is not None:
-            self._start()
+        self._start()
         _send(self._to, request)
         start = last_change = time.monotonic()
         elements = 0
@@ -197,7 +209,7 @@ class MeasuringClient:
         """Stop the client process (the next call starts a fresh one)."""
         if self._popen is not None:
             _close_client(self._state, None)
-            self._popen, self._to, self._from = None, -1, -1
+            self._popen, self._to, self._from, self._ready = None, -1, -1, False
 
     def __enter__(self) -> "MeasuringClient":
         return self

@@ -107,6 +107,9 @@ class ServiceCluster:
     process on loopback, pinned to its own CPU set where the OS allows.
 
     ``client_cores`` are kept free for the client (the trainer, or plumbkit's measuring client).
+    ``measuring_client``: start plumbkit's measuring client with the servers, so its TensorFlow
+    loads while theirs does (an offload's first measurement waited ~9 s for it on CI's machine,
+    after the servers' ~7 s); False for a cluster that only serves a trainer (``plumbkit service up``).
     ``worker_timeout_ms`` is how long the dispatcher waits for a silent worker's heartbeat
     before it counts the worker as lost (workers heartbeat four times per timeout).
     Use as a context manager, or call :meth:`stop`; processes left at interpreter exit are
@@ -115,13 +118,15 @@ class ServiceCluster:
 
     def __init__(self, workers: int = 1, *, client_cores: Sequence[int] | None = None,
                  cores: Sequence[int] | None = None, port: int = 0, work_dir: str | None = None,
-                 worker_timeout_ms: int = 1000, startup_timeout: float = STARTUP_SECONDS):
+                 worker_timeout_ms: int = 1000, startup_timeout: float = STARTUP_SECONDS,
+                 measuring_client: bool = True):
         if workers < 0:
             raise ValueError("workers must be >= 0")
         self.requested_workers = workers
         self.cores = list(cores) if cores is not None else usable_cores()
         self.client_cores = list(client_cores) if client_cores is not None else None
         self.port, self.worker_timeout_ms, self.startup_timeout = port, worker_timeout_ms, startup_timeout
+        self.measuring_client = measuring_client
         self._own_dir = tempfile.mkdtemp(prefix="plumbkit-service-")
         self.work_dir = work_dir or os.path.join(self._own_dir, "dispatcher")
         self.dispatcher: ServerProcess | None = None
@@ -136,6 +141,9 @@ class ServiceCluster:
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> "ServiceCluster":
         dispatcher_cores, worker_cores = cpu_sets(max(1, self.requested_workers), self.cores, self.client_cores)
+        if self.measuring_client:
+            from .client import shared_client  # the client module imports this one
+            shared_client(self).start_in_background()
         self.dispatcher = self._await(self._spawn("dispatcher", 0, dispatcher_cores, {
             "port": self.port, "work_dir": self.work_dir, "worker_timeout_ms": self.worker_timeout_ms}))
         self.add_workers(self.requested_workers)
