@@ -25,13 +25,15 @@ import traceback
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..model.errors import PipelineError
-from .cluster import ServiceCluster
 from .errors import LostWorker, ServiceError, ServiceStall
 from .processes import STARTUP_SECONDS, can_pin, describe_exit, launch, log_tail, package_parent
 from ..model.errors import first_line
+
+if TYPE_CHECKING:  # the cluster module starts this one's client: a type only here
+    from .cluster import ServiceCluster
 
 
 def _send(fd: int, obj: Any) -> None:

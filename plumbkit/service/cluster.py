@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .client import shared_client
 from .errors import LostWorker, ServiceError
 from .processes import (SERVER_SCRIPT, STARTUP_SECONDS, can_pin, core_share, describe_exit, launch, log_tail,
                         usable_cores)
@@ -142,7 +143,6 @@ class ServiceCluster:
     def start(self) -> "ServiceCluster":
         dispatcher_cores, worker_cores = cpu_sets(max(1, self.requested_workers), self.cores, self.client_cores)
         if self.measuring_client:
-            from .client import shared_client  # the client module imports this one
             shared_client(self).start_in_background()
         self.dispatcher = self._await(self._spawn("dispatcher", 0, dispatcher_cores, {
             "port": self.port, "work_dir": self.work_dir, "worker_timeout_ms": self.worker_timeout_ms}))
