@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 
-from plumbkit.bench import busy_core, disk_tier, model_loop, pipelines
+from plumbkit.bench import disk_tier, model_loop
 from plumbkit.bench.alike import attempt
 
 pytestmark = pytest.mark.concurrent  # checks what is yielded, shown or written, not a speed (tests/run)
@@ -50,26 +50,6 @@ def test_a_failed_row_is_said_in_one_line_and_the_others_stand():
     lines = disk_tier.markdown({"rows": {"image": rows["image"]}, "bytes_written": None, "bytes_removed": 0,
                                 "fill_rounds": 3, "eval_gb": 3.0})
     assert "- **image**: failed — ValueError: the disk at /x is full" in lines
-
-
-def test_per_operator_rates_beside_a_spinner_are_reported_and_the_spinner_is_stopped(monkeypatch):
-    """The figure the neighbour test measured until session 45, now the bench's: every planted
-    map gets a truth and a calibrated estimate taken while a spinner runs, and the spinner is gone
-    after (its accuracy is the bench's to report, not checked here)."""
-    started = []
-    real = busy_core.spinner
-    monkeypatch.setattr(busy_core, "spinner", lambda: started.append(real()) or started[-1])
-    name = "three maps, defaults (planted)"
-    res = busy_core.rates_beside_a_spinner(name, pipelines.planted_three_maps(defaults=True), seconds=0.3,
-                                           log=lambda _: None)
-    assert len(started) == 1 and started[0].poll() is not None  # killed and reaped
-    rows = {r["operator"]: r for r in res["rows"]}
-    assert {"map(heavy)", "map(medium)", "map(light)"} <= set(rows)
-    # each map's truth taken (a difference of two runs: beside the spinner and two other tests, one
-    # in CI read at or below zero, or went uncalibrated; the bench reports what it reads, as "—")
-    assert all(isinstance(rows[m]["truth"], float) for m in ("map(heavy)", "map(medium)", "map(light)")), rows
-    lines = busy_core.markdown({"rows": {}, "rates": {name: res}})
-    assert any(line.startswith(f"| {name} | map(heavy) |") for line in lines)
 
 
 def test_a_tier_whose_epoch_outlasts_a_window_is_measured_over_an_epoch():

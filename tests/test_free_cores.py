@@ -15,6 +15,7 @@ import psutil
 import pytest
 import tensorflow as tf
 
+from plumbkit.bench import busy_core, pipelines
 from plumbkit.engine.compare import QUICK, Contender, compare
 from plumbkit.engine.tracing import trace
 from plumbkit.host.machine import session_outweighs_others
@@ -120,3 +121,23 @@ def test_the_comparison_warns_when_a_neighbour_started_after_the_trace():
     warning = comparison.load_change(before)
     assert warning is not None and "load changed between the trace and the comparison" in warning, (before, during, truth)
     assert f"{before:.1f} cores busy during the trace and {during:.1f} while measured" in warning
+
+
+def test_per_operator_rates_beside_a_spinner_are_reported_and_the_spinner_is_stopped(monkeypatch):
+    """The bench's busy_core section, its per-operator part (the figure a test measured until
+    session 45): every planted map gets a truth and an estimate taken while a spinner runs, and
+    the spinner is gone after (its accuracy is the bench's to report, not checked here). Here, not
+    beside other tests: a spinner would move what they measure."""
+    started = []
+    real = busy_core.spinner
+    monkeypatch.setattr(busy_core, "spinner", lambda: started.append(real()) or started[-1])
+    name = "three maps, defaults (planted)"
+    res = busy_core.rates_beside_a_spinner(name, pipelines.planted_three_maps(defaults=True), seconds=0.3,
+                                           log=lambda _: None)
+    assert len(started) == 1 and started[0].poll() is not None  # killed and reaped
+    rows = {r["operator"]: r for r in res["rows"]}
+    assert {"map(heavy)", "map(medium)", "map(light)"} <= set(rows)
+    # each map measured both ways (beside the spinner and two other tests, one read no figure in CI)
+    assert all(rows[m]["truth"] > 0 and rows[m]["after"] > 0 for m in ("map(heavy)", "map(medium)", "map(light)")), rows
+    lines = busy_core.markdown({"rows": {}, "rates": {name: res}})
+    assert any(line.startswith(f"| {name} | map(heavy) |") for line in lines)
