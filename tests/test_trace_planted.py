@@ -124,7 +124,6 @@ def test_calibrated_cpu_adds_up_to_process_cpu(planted_runs):
     assert trace.op("map(heavy)").cpu_share + trace.op("map(medium)").cpu_share > 0.7
 
 
-@measured_against_the_clock
 def parse(x):
     """Planted operator: 16 matmul units."""
     return planted_work(x, 16)
@@ -144,6 +143,7 @@ def test_live_updates_say_wall_time_until_the_calibrated_trace_arrives():
     assert final.op("map(parse)").cpu_from == "calibrated alone" and "(c)" in str(final)
 
 
+@measured_against_the_clock
 def test_epochs_shorter_than_the_sampling_period_still_count():
     """Below a fast repeat each epoch's runtime nodes can live and die between two snapshots;
     the operator's CPU share must still account for them. Its rate is checked against the truth
