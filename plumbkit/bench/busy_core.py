@@ -16,13 +16,15 @@ after a minute, checking nothing: a figure for the bench, read over rounds, not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..engine import optimize
 from ..engine.compare import Protocol
+from ..render.table import pct
 from . import pipelines as bench_pipelines
 from .accuracy import operator_errors
 from .alike import Log, as_dict, attempt, error, failed, num, ratio_cell, signed_pct
@@ -39,17 +41,24 @@ def spinner() -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def beside_a_spinner(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Log) -> dict:
-    """optimize() (its trace and its comparison of yours and the plan) with the spinner running
-    throughout; the spinner is stopped however it ends."""
+@contextlib.contextmanager
+def spinning() -> Iterator[subprocess.Popen]:
+    """The spinner running for the block, stopped however it ends."""
     neighbour = spinner()
     try:
-        log(f"[{name}] optimizing beside a process spinning one core (pid {neighbour.pid})")
-        plan = optimize(make, seconds=seconds, compare=False, protocol=protocol,
-                        on_progress=lambda m, f: log(f"[{name}]   {m}"))
+        yield neighbour
     finally:
         neighbour.kill()
         neighbour.wait()
+
+
+def beside_a_spinner(name: str, make: Callable, *, seconds: float, protocol: Protocol, log: Log) -> dict:
+    """optimize() (its trace and its comparison of yours and the plan) with the spinner running
+    throughout."""
+    with spinning() as neighbour:
+        log(f"[{name}] optimizing beside a process spinning one core (pid {neighbour.pid})")
+        plan = optimize(make, seconds=seconds, compare=False, protocol=protocol,
+                        on_progress=lambda m, f: log(f"[{name}]   {m}"))
     traced = plan.trace.analysis.neighbour_cores
     predicted = plan.compared_prediction.throughput
     said = [n for n in plan.notes if n.startswith("planned for") or "load changed" in n]
@@ -64,14 +73,10 @@ def beside_a_spinner(name: str, make: Callable, *, seconds: float, protocol: Pro
 
 def rates_beside_a_spinner(name: str, make: Callable, *, seconds: float, log: Log) -> dict:
     """Every measured operator's calibrated CPU per element and its truth, the trace, the
-    calibration and the truth runs all with the spinner running; stopped however it ends."""
-    neighbour = spinner()
-    try:
+    calibration and the truth runs all with the spinner running."""
+    with spinning():
         log(f"[{name}] per-operator CPU against the truth beside a process spinning one core")
         return operator_errors(name, make, seconds=seconds, log=log)
-    finally:
-        neighbour.kill()
-        neighbour.wait()
 
 
 def busy_core_section(data: str, *, seconds: float, protocol: Protocol, log: Log,
@@ -131,9 +136,5 @@ def _rates_markdown(rates: dict) -> list[str]:
             continue
         for r in res["rows"]:
             after = r["after"] * 1e6 if r["after"] is not None else None
-            lines.append(f"| {name} | {r['operator']} | {num(r['truth'] * 1e6)} | {num(after)} | {_percent(r['after_error'])} |")
+            lines.append(f"| {name} | {r['operator']} | {num(r['truth'] * 1e6)} | {num(after)} | {pct(r['after_error'])} |")
     return lines + [""]
-
-
-def _percent(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"

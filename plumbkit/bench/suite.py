@@ -38,6 +38,7 @@ from ..engine.compare import FULL, Contender, Protocol, compare
 from ..engine.optimization import AUTOTUNE_WITH
 from ..tfdata.disk import evict_from_page_cache
 from ..tfdata.graph import dataset_at, serialized_graph
+from ..render.table import pct
 from ..tfdata.rebuild import apply_changes
 from . import busy_core, disk_tier, model_loop
 from . import offload as offload_bench
@@ -323,10 +324,6 @@ def plots(report: dict, out: Path) -> list[str]:
     return files
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.0f}%"
-
-
 def _cell(row: dict, key: str) -> str:
     if key in row.get("failed", {}):
         return "failed"
@@ -377,8 +374,8 @@ def end_to_end_table(rows: list[dict]) -> list[str]:
         returned = "plan" if r["applied"] else ("yours (nothing to change)" if not r["changes"]
                                                 else "yours (no measurable gain)")
         lines.append(f"| {r['pipeline']} | " + " | ".join(_cell(r, k) for k in CONFIGS)
-                     + f" | {num(r['predicted_plumbkit'])} | {_pct(r['prediction_error'])} | "
-                       f"{_pct(r['spread'].get('plumbkit'))} | {returned} |")
+                     + f" | {num(r['predicted_plumbkit'])} | {pct(r['prediction_error'])} | "
+                       f"{pct(r['spread'].get('plumbkit'))} | {returned} |")
     return lines
 
 
@@ -450,7 +447,7 @@ def markdown(report: dict) -> str:
             neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
             lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
                          f"{_predicted_speedup_cell(r)} | {ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
-                         f"{_pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | {_drift_cell(r)} | "
+                         f"{pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | {_drift_cell(r)} | "
                          f"{num(statistics.median(neighbours), 2) if neighbours else '—'} |")
         lines += [""] + prediction_error_lines(rows)
         cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
@@ -471,7 +468,7 @@ def markdown(report: dict) -> str:
         for s in report["stepping"]:
             lines.append(f"| {s['pipeline']} | {s['steps_to_90_bottleneck_median']:g} ({', '.join(map(str, s['steps_to_90_bottleneck']))}) | "
                          f"{s['steps_to_90_random_median']:g} ({', '.join(map(str, s['steps_to_90_random']))}) | "
-                         f"{_pct(s['start_noise'])} | {s['verdict']} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
+                         f"{pct(s['start_noise'])} | {s['verdict']} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
         lines.append("")
     if report["cache"]:
         lines += ["## Materialized size: predicted vs true", "", "| pipeline | trace s | operator | predicted | true | error |",
@@ -499,8 +496,8 @@ def markdown(report: dict) -> str:
         for res in report["accuracy"]:
             for r in res["rows"]:
                 lines.append(f"| {res['pipeline']} | {r['operator']} | {_us(r['truth'])} | {_us(r['before'])} | "
-                             f"{_pct(r['before_error'])} | {_us(r['after'])} | {_pct(r['after_error'])} | "
-                             f"{_us(r.get('used'))} | {_pct(r.get('used_error'))} |")
+                             f"{pct(r['before_error'])} | {_us(r['after'])} | {pct(r['after_error'])} | "
+                             f"{_us(r.get('used'))} | {pct(r.get('used_error'))} |")
         lines += ["", "| pipeline | operators | calibrated | calibration (s) |", "|---|---|---|---|"]
         for res in report["accuracy"]:
             lines.append(f"| {res['pipeline']} | {res['operators']} | {res['calibrated']} | "
