@@ -69,6 +69,21 @@ def test_no_offload_when_moving_the_data_costs_more_than_it_saves():
     assert d.action == "do not offload" and "levels off" in d.reason
 
 
+def test_a_cut_costed_in_a_slow_moment_is_judged_against_the_local_pipeline_of_that_moment():
+    # Notebook 06 on the Intel VM: the local run read 154/s (6.5 ms a minibatch); the split cut's
+    # runs, seconds later, cost 6 + 5 ms (the machine ran 1.7x slower): its plateau, 154/s, is
+    # 1.7x the 91/s those same runs cost the whole pipeline locally. Measured, served ran 1.1-2.4x.
+    s, c = setting(local=154.0, local_cpu=6.5 * MS), cut()
+    d = offload.decide(s, [c], target=5000.0, max_workers=1)
+    assert offload.local_from_parts(s, c) == pytest.approx(1 / (11.05 * MS))
+    assert d.action == "offload" and d.cut.node == "b"
+    # Negative control: the same plateau against parts that cost the local pipeline little less
+    # (remote 1 ms: the cut moves almost nothing) does not pay.
+    cheap_remote = cut(remote_cpu=1 * MS, client_cpu=5.5 * MS, send_cpu=6 * MS)
+    no = offload.decide(s, [cheap_remote], target=5000.0, max_workers=1)
+    assert no.action == "do not offload" and "costed from the same runs" in no.reason
+
+
 def test_cannot_offload_says_why():
     d = offload.decide(setting(), [], invalid={"map(py)": "runs Python"})
     assert d.action == "cannot offload" and "map(py): runs Python" in d.reason
