@@ -97,7 +97,7 @@ def python_module_with_ctrl_c(module: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
-#: Notebooks whose cells check what comes out, never a speed (tests/run: two at a time). 06 stays
+#: Notebooks whose cells check what comes out, never a speed (tests/run: three at a time). 06 stays
 #: alone: its offload decision is made from what its measurements read; 02 too: its walks show
 #: parallelism paying, and beside another test a step read 228, 223, 236, 146/s (one core left).
 CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "03-optimize.ipynb",
