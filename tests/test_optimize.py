@@ -205,7 +205,12 @@ def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind(two_
     cheap = decide(two_map_plan[0].trace, memory_budget=0)
     assert not any(c.what == "parallelism" and c.where == "batch(16)" for c in cheap.changes), cheap.changes
     assert {c.where for c in cheap.changes if c.what == "parallelism"} == {"map(heavier)", "map(medium)"}
-    assert any(n.startswith("batch(16) keeps the form you wrote") for n in cheap.notes), cheap.notes
+    # Said where the batch was a candidate; a batch whose trace read no cost of its own is not one
+    # (the plan keeps the form of what costs nothing) and keeps its form without a note: so in one
+    # CI run.
+    batch16 = two_map_plan[0].trace.op("batch(16)")
+    if batch16.rate_per_core is not None and math.isfinite(batch16.rate_per_core):
+        assert any(n.startswith("batch(16) keeps the form you wrote") for n in cheap.notes), cheap.notes
 
     copies = tf.data.Dataset.from_tensors(tf.zeros([256, 1024])).repeat().batch(32).with_options(sequential_options())
     costly = decide(plumbkit.trace(copies, seconds=2, converge=False), memory_budget=0)
@@ -303,14 +308,16 @@ def test_baselines_are_what_they_say():
 def test_step_gives_the_bottleneck_one_more_thread():
     """The gain is measured again with the two pipelines interleaved (medians of three rounds):
     the step's own figures, measured a few seconds apart, differ by the machine's drift too.
-    The choice is made on calibrated costs (heavy has twice medium's matmul units), so 0.5 s
-    traces do, as in the walks; 0.5 s windows (40-50 minibatches before the step at load 8, more after),
-    three rounds interleaved, for a gain checked at 1.2x (up to 2x on two cores: heavy's two
-    threads beside medium's)."""
-    s = plumbkit.step(planted(), seconds=0.5)
-    assert s.operator == "map(heavy)" and s.parallelism == 2
-    assert pipeline_of(s.dataset).by_label("map(heavy)").parallelism == 2
-    measured, neighbour = with_neighbour_cores(lambda: interleaved_throughput({"before": planted,
+    The choice is made on calibrated costs, so 0.5 s traces do, as in the walks. The maps are
+    :func:`two_maps` (heavier 3.2-3.8x medium's CPU): with heavy and medium (~1.8x on the Intel VM,
+    a map's own cost weighing more there) the step once chose medium in CI, where this machine's
+    speed for TensorFlow work flips ~1.6x for seconds between one operator's calibration and the
+    next. 0.5 s windows, three rounds interleaved, for a gain checked at 1.2x (up to 2x on two
+    cores: heavier's two threads beside medium's)."""
+    s = plumbkit.step(two_maps(), seconds=0.5)
+    assert s.operator == "map(heavier)" and s.parallelism == 2
+    assert pipeline_of(s.dataset).by_label("map(heavier)").parallelism == 2
+    measured, neighbour = with_neighbour_cores(lambda: interleaved_throughput({"before": two_maps,
                                                                                "after": lambda: s.dataset},
                                                                               seconds=0.5))
     if neighbour is not None and neighbour >= 0.2:  # the second thread needs a second core

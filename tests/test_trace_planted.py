@@ -101,9 +101,18 @@ def test_rates_match_isolated_ground_truth_and_bottleneck_is_named(planted_runs)
             op = trace.op(label)
             assert op.visit_ratio == pytest.approx(BATCH)
             estimated[label].append(op.rate_per_core)
-    assert rates_match(estimated, truth), (estimated, truth)
     swapped = {"map(heavy)": truth["map(medium)"], "map(medium)": truth["map(heavy)"]}
     assert not rates_match(estimated, swapped), (estimated, truth)  # negative control
+    if not rates_match(estimated, truth):
+        # A truth that moved by more than the tolerance between its own readings, seconds apart,
+        # cannot judge an estimate: on CI's Intel VM TensorFlow's speed flips ~1.6x for seconds
+        # (medium read 214, 149, 203 us in one failing run, its rerun alike). Said by -ra.
+        moved = {label: max(v) / min(v) for label, v in truth.items()}
+        if max(moved.values()) > 1.3:
+            said = ", ".join(f"{label} {ratio:.2f}x" for label, ratio in moved.items())
+            pytest.skip(f"the truth itself moved between its readings ({said}): estimates {estimated} "
+                        f"not judged against it")
+    assert rates_match(estimated, truth), (estimated, truth)
 
 
 @measured_against_the_clock
