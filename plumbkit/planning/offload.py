@@ -49,7 +49,7 @@ its plateau is within 10% of the local pipeline costed from that cut's own runs
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
 from ..model.pipeline import Operator, Pipeline
@@ -125,8 +125,8 @@ def local_from_parts(s: Setting, cut: CutCosts) -> float:
     CPU per minibatch moved between 6.4 and 10.8 ms from one run to the next, seconds apart,
     and a cut costed in a slow moment "lost" to a local run measured in a fast one (notebook
     06 decided not to offload 4 times in 7; served had measured 1.1-2.4x local)."""
-    cpu = s.consumer_cpu + cut.remote_cpu + cut.client_cpu
-    return min(s.consumer_ceiling, s.client_cores / max(cpu, 1e-12))
+    parts = replace(s, local_cpu=s.consumer_cpu + cut.remote_cpu + cut.client_cpu, local_caps=())
+    return predict_local(parts).throughput
 
 
 def terms(s: Setting, cut: CutCosts, workers: int) -> dict[str, float]:

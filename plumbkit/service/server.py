@@ -4,7 +4,8 @@ Run by path (``python -c BOOT``, see :mod:`plumbkit.service.processes`), after t
 code has pinned the process to its CPU set: it imports only the standard library and
 TensorFlow, so TensorFlow sizes its thread pools for the cores the process may use. It prints
 one JSON line when the server is up (its address and pid), then serves until SIGTERM or
-SIGINT, or until its parent process is gone (no orphaned servers), and stops the server.
+SIGINT, or until its parent process is gone (no orphaned servers). A worker then exits at once;
+the dispatcher stops its server first.
 """
 
 from __future__ import annotations
