@@ -5,6 +5,7 @@ import pytest
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
 from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_as_traced, layout_with, predict
+from plumbkit.planning.decisions import batches_as_written, resaid
 from plumbkit.planning.worth_shipping import plan_worth_its_changes, threads_worth_their_cost
 from plumbkit.tunables import PREDICTED_GAIN
 
@@ -94,3 +95,27 @@ def test_a_plan_predicted_faster_than_yours_ships():
     assert predict(ev, layout_with(ev, changes)).throughput > 1.5 * predict(ev, layout_as_traced(ev)).throughput
     assert plan_worth_its_changes(ev, changes) == (changes, [])
     assert plan_worth_its_changes(ev, []) == ([], [])
+
+
+def test_a_change_left_out_is_said_with_the_figures_of_the_prediction_shown():
+    """decide() weighs a parallel batch on the trace's evidence; optimize() predicts the plan
+    again once the operators it parallelizes are calibrated with calls in flight (here the heavy
+    map cheaper so). The note is said again on that evidence: its "predicted so" figure is the
+    shipped plan's prediction. Said on the first evidence, it is not (the bench's image row
+    printed "554 predicted so" beside a plan predicted at 625)."""
+    first = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    later = evidence({"heavy": 0.03, "light": 0.001}, cores=2)
+    batch = Change("parallelism", "batch(batch)", "batch", 2, "LP")
+    changes = [threads("heavy", 2), batch, PREFETCH]
+    shipped, _, declined = batches_as_written(first, changes, predict(first, layout_with(first, changes)))
+    assert shipped == [threads("heavy", 2), PREFETCH] and len(declined) == 1
+    shown = predict(later, layout_with(later, shipped)).throughput
+    said_so = f"batch(batch) keeps the form you wrote (sequential): {shown:,.0f} minibatches/s are predicted so"
+    assert not declined[0].note.startswith(said_so)  # negative control: the first evidence's figure
+    notes = ["another note", declined[0].note]
+    again = resaid(notes, declined, later, shipped)
+    assert again[0] == "another note" and again[1].startswith(said_so), again
+    with_it = predict(later, layout_with(later, shipped + [batch])).throughput
+    assert f"{with_it:,.0f} with a parallel batch" in again[1]
+    # where nothing ships, nothing was left out of a plan: the note goes
+    assert resaid(notes, declined, later, []) == ["another note"]

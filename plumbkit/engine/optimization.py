@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..model.demand import ModelDemand
 from ..model.plan import CacheDecision, Change, Option
-from ..planning.decisions import Decisions, decide, priced_options
+from ..planning.decisions import Decisions, decide, priced_options, resaid
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
@@ -350,6 +350,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     original, ev, sizing = _changes_that_ship(ds, original, planned, cores=cores, runtime=runtime, disk=disk,
                                               costs=costs, demand=demand, progress=progress)
     changes = planned.changes
+    # what the plan left out, said with this evidence's figures: the one prediction's model
+    planned.notes = resaid(planned.notes, planned.decisions.declined, ev, changes)
     # the one prediction: the layout that ships (yours as it ran, where nothing changes)
     prediction = predict(ev, layout_with(ev, changes) if changes else layout_as_traced(ev))
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
@@ -415,6 +417,7 @@ def _predicted_figures(plan: Plan, ev: Evidence, user: Any, planned: _Planned, c
     plan.tier = _tier_of(ev, changes, planned.decisions.tier)
     if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
         plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
+        plan.notes.append(str(plan.tier))  # with the figures of the prediction shown
 
 
 def _runtime_costs(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], original: Trace,
@@ -527,7 +530,7 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
         if failed is None and decisions.tier is not None:  # filled before anything is measured: every build reads it
             rival_fill = max(yours_fill, _fill(original, [c.node for c in decisions.tier.memory_cache]))
             return _Planned(decisions, list(decisions.changes), decisions.cache, None, yours_fill, yours_fill,
-                            list(decisions.notes) + [str(decisions.tier)], rival_fill=rival_fill)
+                            list(decisions.notes), rival_fill=rival_fill)  # the tier said once predicted
         if failed is not None:
             decisions = decide(original, memory_budget=memory_budget, **args)
             decisions.notes.append(f"no disk tier: {failed}")

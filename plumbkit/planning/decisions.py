@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from ..analysis.operational import Analysis, OpStats, current_capacity, in_pipeline_scale
 from ..model.plan import CacheDecision, Change, Option
@@ -59,6 +59,32 @@ if TYPE_CHECKING:
 OVERHEAD = "(unattributed overhead)"
 
 
+@dataclass(frozen=True)
+class Declined:
+    """Changes the plan weighed and left out, said with two predictions: the plan without them
+    and with them. Why kept apart from the other notes: :func:`plumbkit.optimize` predicts the
+    layout that ships again on other evidence (its parallel forms calibrated), and says these
+    again from it (:meth:`said`), so the figures beside the reason are those of the model whose
+    prediction is shown (on the image row's disk-tier plan, "554 predicted so" beside a plan
+    predicted at 625)."""
+
+    changes: tuple[Change, ...]
+    reason: Callable[[float, float], str]  # (predicted without, predicted with) -> the note
+    note: str  # as said on decide()'s evidence (in ``Decisions.notes``)
+
+    def said(self, ev: Evidence, changes: list[Change]) -> str:
+        """The note on ``ev``, for the plan that ships ``changes``."""
+        without = predict(ev, layout_with(ev, changes)).throughput
+        return self.reason(without, predict(ev, layout_with(ev, changes + list(self.changes))).throughput)
+
+
+def resaid(notes: list[str], declined: list[Declined], ev: Evidence, changes: list[Change]) -> list[str]:
+    """``notes`` with each declined change's note said again on ``ev`` for the plan ``changes``
+    (dropped where nothing ships: there is no plan to have left them out of)."""
+    again = {d.note: (d.said(ev, changes) if changes else None) for d in declined}
+    return [again.get(n, n) for n in notes if again.get(n, n) is not None]
+
+
 @dataclass
 class Decisions:
     """What the passes chose for one trace, and the model's prediction for the result.
@@ -87,6 +113,8 @@ class Decisions:
     #: the chosen layout's first epoch, while its caches fill (:func:`.fill.predict_fill`); None:
     #: no cache fills
     fill_prediction: Prediction | None = None
+    #: changes weighed and left out, each note among ``notes`` (:func:`resaid` says them again)
+    declined: list[Declined] = field(default_factory=list)
 
 
 def default_memory_budget() -> float:
@@ -234,10 +262,11 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     below = [s for s in _tunable(trace, mine, set()) if s.name in skip]  # they run while the cache fills
     changes = _with_fill_threads(trace, ev, changes, steady, below, cores=cores, root=root, bounds=bounds)
     prediction = predict(ev, layout_with(ev, changes))
-    notes: list[str] = []
+    declined: list[Declined] = []
     if prefetch:
-        changes, prediction, notes = _with_prefetch(trace, ev, changes, prediction, root)
-    changes, prediction, kept = _batches_as_written(ev, changes, prediction)
+        changes, prediction, declined = _with_prefetch(trace, ev, changes, prediction, root)
+    changes, prediction, kept = batches_as_written(ev, changes, prediction)
+    declined += kept
     layout = layout_with(ev, changes)
     fill = predict_fill(ev, layout) if fills_a_cache(ev, layout) else None
     labels = {o.name: o.label for o in trace.analysis.ops}
@@ -250,7 +279,8 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         charged={k: v for k, v in allocation.theta.items() if k in PSEUDO or k == OVERHEAD},
         free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
         options=priced_options(ev, changes, options, prediction), fill_prediction=fill, tiers=dict(tiers or {}),
-        notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + notes + kept)
+        notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + [d.note for d in declined],
+        declined=declined)
 
 
 def _tunable(trace: Traced, mine: set[str], skip: set[str]) -> list[OpStats]:
@@ -339,7 +369,7 @@ def _with_fill_threads(trace: Traced, ev: Evidence, changes: list[Change], stead
 
 
 def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], prediction: Prediction,
-                   root: str) -> tuple[list[Change], Prediction, list[str]]:
+                   root: str) -> tuple[list[Change], Prediction, list[Declined]]:
     """Add a prefetch at the top unless the model predicts the pipeline clearly faster without it."""
     more = _prefetch_change(trace, root)
     if not more:
@@ -347,14 +377,22 @@ def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], predictio
     prefetched = predict(ev, layout_with(ev, changes + more))
     if prefetched.throughput * PREFETCH_LOSS >= prediction.throughput:
         return changes + more, prefetched, []
-    return changes, prediction, [
-        f"no prefetch at the top: {prediction.throughput:,.0f} minibatches/s are predicted without one, "
-        f"{prefetched.throughput:,.0f} with one (a prefetch costs your loop a wake-up of its thread per "
-        f"minibatch, more than what it would overlap)"]
+    return changes, prediction, [_declined(more, _no_prefetch, prediction.throughput, prefetched.throughput)]
 
 
-def _batches_as_written(ev: Evidence, changes: list[Change],
-                        prediction: Prediction) -> tuple[list[Change], Prediction, list[str]]:
+def _declined(changes: list[Change], reason: Callable[[float, float], str], without: float,
+              with_them: float) -> Declined:
+    return Declined(tuple(changes), reason, reason(without, with_them))
+
+
+def _no_prefetch(without: float, with_it: float) -> str:
+    return (f"no prefetch at the top: {without:,.0f} minibatches/s are predicted without one, "
+            f"{with_it:,.0f} with one (a prefetch costs your loop a wake-up of its thread per "
+            f"minibatch, more than what it would overlap)")
+
+
+def batches_as_written(ev: Evidence, changes: list[Change],
+                        prediction: Prediction) -> tuple[list[Change], Prediction, list[Declined]]:
     """Keep a batch you wrote sequential unless its parallel form is predicted clearly faster.
 
     The hedge gives every parallelizable operator two threads, and the model charges a parallel
@@ -364,7 +402,7 @@ def _batches_as_written(ev: Evidence, changes: list[Change],
     (CPU per minibatch 1.45-1.55 -> 1.32-1.36 ms), random flip 275-325 -> 354-370.
     """
     p = ev.pipeline
-    notes: list[str] = []
+    declined: list[Declined] = []
     for change in [c for c in changes if c.what == "parallelism"]:
         op = p[change.node]
         if op.kind != "batch" or op.in_parallel_form:
@@ -372,11 +410,15 @@ def _batches_as_written(ev: Evidence, changes: list[Change],
         rest = [c for c in changes if c is not change]
         without = predict(ev, layout_with(ev, rest))
         if without.throughput * PARALLEL_BATCH_GAIN >= prediction.throughput:
-            notes.append(f"{op.label} keeps the form you wrote (sequential): {without.throughput:,.0f} "
-                         f"minibatches/s are predicted so, {prediction.throughput:,.0f} with a parallel batch, "
-                         f"which costs more than the model charges it")
+            declined.append(_declined([change], _sequential_batch(op.label), without.throughput, prediction.throughput))
             changes, prediction = rest, without
-    return changes, prediction, notes
+    return changes, prediction, declined
+
+
+def _sequential_batch(label: str) -> Callable[[float, float], str]:
+    return lambda without, with_it: (f"{label} keeps the form you wrote (sequential): {without:,.0f} minibatches/s "
+                                     f"are predicted so, {with_it:,.0f} with a parallel batch, which costs more "
+                                     f"than the model charges it")
 
 
 def _scale_note(analysis: Analysis) -> str | None:
