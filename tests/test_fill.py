@@ -156,10 +156,10 @@ def test_the_first_epoch_is_planned_predicted_and_compared_like_with_like():
     if max(traced or 0.0, others or 0.0) > QUIET:  # the figures below need this machine's cores
         pytest.skip(f"other processes kept {traced or 0:.1f} cores busy during the trace and {others or 0:.1f} "
                     f"while measured: accuracy not checked ({figures.splitlines()[0]})")
-    # 40%, not 30: on CI's Intel machine the fill, bound by the CPU, was predicted 36.7-41.4/s
-    # where it measured 55-62 (33-34% off, two runs of three): the fetch's Python per call, read
-    # one call at a time, is more than it spends with many in flight there (issue 26, open). The
-    # negative control above stays >100% off.
-    assert plan.prediction_error <= 0.4, report  # the comparison's first epoch, against the fill's prediction
-    assert prediction_error(fill.throughput, cold) <= 0.4, figures
+    # 30%, issue 26's goal. It was 40% while CI's Intel machine read the fill 33-34% low (predicted
+    # 36.7-41.4/s, measured 55-62: the fetch's Python per call read one call at a time). With the
+    # fetch calibrated with its calls in flight, four runs there read 2%, 2%, 3% and 18% off
+    # (session 47). The negative control above stays >100% off.
+    assert plan.prediction_error <= 0.3, report  # the comparison's first epoch, against the fill's prediction
+    assert prediction_error(fill.throughput, cold) <= 0.3, figures
     assert prediction_error(steady.throughput, warm) <= 0.3, figures
