@@ -5,7 +5,7 @@ import pytest
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
 from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_as_traced, layout_with, predict
-from plumbkit.planning.decisions import batches_as_written, resaid
+from plumbkit.planning.decisions import Declined, batches_as_written, resaid
 from plumbkit.planning.worth_shipping import plan_worth_its_changes, threads_worth_their_cost
 from plumbkit.tunables import PREDICTED_GAIN
 
@@ -119,3 +119,23 @@ def test_a_change_left_out_is_said_with_the_figures_of_the_prediction_shown():
     assert f"{with_it:,.0f} with a parallel batch" in again[1]
     # where nothing ships, nothing was left out of a plan: the note goes
     assert resaid(notes, declined, later, []) == ["another note"]
+
+
+def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
+    """A disk tier not placed was weighed as a whole other layout (its own cache and threads),
+    not the plan plus a change: said again, its figure is that layout's on the later evidence,
+    and the plan's figure is the shipped plan's."""
+    first = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    later = evidence({"heavy": 0.03, "light": 0.001}, cores=2)
+    shipped, other = [threads("heavy", 2), PREFETCH], [threads("light", 2)]
+
+    def reason(plan, alternative):
+        return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
+    left = Declined.weighed(other, reason, predict(first, layout_with(first, shipped)),
+                            predict(first, layout_with(first, other)), whole=True)
+    said = left.said(later, shipped)
+    plan, alternative = (predict(later, layout_with(later, c)).throughput for c in (shipped, other))
+    assert said == f"kept at {plan:,.1f}, not {alternative:,.1f}" and said != left.note
+    # negative control: read as the plan plus those changes, the figure is another layout's
+    plus = predict(later, layout_with(later, shipped + other)).throughput
+    assert f"{plus:,.1f}" != f"{alternative:,.1f}"

@@ -61,21 +61,29 @@ OVERHEAD = "(unattributed overhead)"
 
 @dataclass(frozen=True)
 class Declined:
-    """Changes the plan weighed and left out, said with two predictions: the plan without them
-    and with them. Why kept apart from the other notes: :func:`plumbkit.optimize` predicts the
-    layout that ships again on other evidence (its parallel forms calibrated), and says these
-    again from it (:meth:`said`), so the figures beside the reason are those of the model whose
-    prediction is shown (on the image row's disk-tier plan, "554 predicted so" beside a plan
-    predicted at 625)."""
+    """Changes the plan weighed and left out, said with two predictions: the plan that ships and
+    the layout it was weighed against (the plan plus ``changes``; with ``whole``, ``changes``
+    alone: a disk tier's plan). Why kept apart from the other notes: :func:`plumbkit.optimize`
+    predicts the layout that ships again on other evidence (its parallel forms calibrated), and
+    says these again from it (:meth:`said`), so the figures beside the reason are those of the
+    model whose prediction is shown (on the image row's disk-tier plan, "554 predicted so" beside
+    a plan predicted at 625)."""
 
     changes: tuple[Change, ...]
-    reason: Callable[[float, float], str]  # (predicted without, predicted with) -> the note
+    reason: Callable[[Prediction, Prediction], str]  # (the plan's prediction, the other's) -> the note
     note: str  # as said on decide()'s evidence (in ``Decisions.notes``)
+    whole: bool = False
+
+    @classmethod
+    def weighed(cls, changes: list[Change], reason: Callable[[Prediction, Prediction], str], plan: Prediction,
+                other: Prediction, *, whole: bool = False) -> "Declined":
+        """Its note said from ``plan`` and ``other``, the predictions it was weighed on."""
+        return cls(tuple(changes), reason, reason(plan, other), whole)
 
     def said(self, ev: Evidence, changes: list[Change]) -> str:
         """The note on ``ev``, for the plan that ships ``changes``."""
-        without = predict(ev, layout_with(ev, changes)).throughput
-        return self.reason(without, predict(ev, layout_with(ev, changes + list(self.changes))).throughput)
+        other = list(self.changes) if self.whole else changes + list(self.changes)
+        return self.reason(predict(ev, layout_with(ev, changes)), predict(ev, layout_with(ev, other)))
 
 
 def resaid(notes: list[str], declined: list[Declined], ev: Evidence, changes: list[Change]) -> list[str]:
@@ -377,17 +385,12 @@ def _with_prefetch(trace: Traced, ev: Evidence, changes: list[Change], predictio
     prefetched = predict(ev, layout_with(ev, changes + more))
     if prefetched.throughput * PREFETCH_LOSS >= prediction.throughput:
         return changes + more, prefetched, []
-    return changes, prediction, [_declined(more, _no_prefetch, prediction.throughput, prefetched.throughput)]
+    return changes, prediction, [Declined.weighed(more, _no_prefetch, prediction, prefetched)]
 
 
-def _declined(changes: list[Change], reason: Callable[[float, float], str], without: float,
-              with_them: float) -> Declined:
-    return Declined(tuple(changes), reason, reason(without, with_them))
-
-
-def _no_prefetch(without: float, with_it: float) -> str:
-    return (f"no prefetch at the top: {without:,.0f} minibatches/s are predicted without one, "
-            f"{with_it:,.0f} with one (a prefetch costs your loop a wake-up of its thread per "
+def _no_prefetch(without: Prediction, with_it: Prediction) -> str:
+    return (f"no prefetch at the top: {without.throughput:,.0f} minibatches/s are predicted without one, "
+            f"{with_it.throughput:,.0f} with one (a prefetch costs your loop a wake-up of its thread per "
             f"minibatch, more than what it would overlap)")
 
 
@@ -402,7 +405,7 @@ def batches_as_written(ev: Evidence, changes: list[Change],
     (CPU per minibatch 1.45-1.55 -> 1.32-1.36 ms), random flip 275-325 -> 354-370.
     """
     p = ev.pipeline
-    declined: list[Declined] = []
+    left_out: list[Declined] = []
     for change in [c for c in changes if c.what == "parallelism"]:
         op = p[change.node]
         if op.kind != "batch" or op.in_parallel_form:
@@ -410,15 +413,15 @@ def batches_as_written(ev: Evidence, changes: list[Change],
         rest = [c for c in changes if c is not change]
         without = predict(ev, layout_with(ev, rest))
         if without.throughput * PARALLEL_BATCH_GAIN >= prediction.throughput:
-            declined.append(_declined([change], _sequential_batch(op.label), without.throughput, prediction.throughput))
+            left_out.append(Declined.weighed([change], _sequential_batch(op.label), without, prediction))
             changes, prediction = rest, without
-    return changes, prediction, declined
+    return changes, prediction, left_out
 
 
-def _sequential_batch(label: str) -> Callable[[float, float], str]:
-    return lambda without, with_it: (f"{label} keeps the form you wrote (sequential): {without:,.0f} minibatches/s "
-                                     f"are predicted so, {with_it:,.0f} with a parallel batch, which costs more "
-                                     f"than the model charges it")
+def _sequential_batch(label: str) -> Callable[[Prediction, Prediction], str]:
+    return lambda without, with_it: (f"{label} keeps the form you wrote (sequential): {without.throughput:,.0f} "
+                                     f"minibatches/s are predicted so, {with_it.throughput:,.0f} with a parallel "
+                                     f"batch, which costs more than the model charges it")
 
 
 def _scale_note(analysis: Analysis) -> str | None:

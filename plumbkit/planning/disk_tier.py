@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..model.disk_measurement import DiskMeasurement
 from ..model.plan import CacheDecision, Change, Option
@@ -149,12 +149,15 @@ def plan_tier(candidate: TierCandidate, ev: Evidence, changes: list[Change], rec
     return TierPlan(candidate, directory, measurement, steady, fill, seconds, recompute, applied, memory_cache)
 
 
-def slower_line(tier: TierPlan, recompute: Prediction) -> str:
-    """Why the best tier is not placed: reading it back is not clearly faster than recomputing."""
-    return (f"no disk tier: reading {tier.candidate.label} back from {tier.directory} is predicted at "
-            f"{tier.steady.throughput:,.1f} minibatches/s ({tier.steady.binding}), recomputing it at "
-            f"{recompute.throughput:,.1f} ({recompute.binding}); a tier is placed only "
-            f"{TIER_GAIN:.2f}x faster than recomputing")
+def slower_reason(tier: TierPlan) -> Callable[[Prediction, Prediction], str]:
+    """Why the best tier is not placed, from the plan's prediction (recomputing) and the tier's
+    (reading it back): reading it back is not clearly faster. A reason, not a line: the plan says
+    it again from the evidence of the prediction it shows (:class:`.decisions.Declined`)."""
+    label, directory = tier.candidate.label, tier.directory
+    return lambda recompute, steady: (
+        f"no disk tier: reading {label} back from {directory} is predicted at {steady.throughput:,.1f} "
+        f"minibatches/s ({steady.binding}), recomputing it at {recompute.throughput:,.1f} ({recompute.binding}); "
+        f"a tier is placed only {TIER_GAIN:.2f}x faster than recomputing")
 
 
 def refusal(candidates: list[TierCandidate], measured: Mapping[str, DiskMeasurement],

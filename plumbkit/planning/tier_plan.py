@@ -11,8 +11,8 @@ from typing import Mapping
 from ..model.disk_measurement import DiskMeasurement
 from ..model.plan import CacheDecision
 from ..tunables import TIER_GAIN
-from .decisions import Decisions, decide
-from .disk_tier import (TierCandidate, fits_on_disk, no_room_line, plan_tier, refusal, room_on_disk, slower_line,
+from .decisions import Declined, Decisions, decide
+from .disk_tier import (TierCandidate, fits_on_disk, no_room_line, plan_tier, refusal, room_on_disk, slower_reason,
                         tier_candidates, tier_decision, tier_option, tier_reads)
 from .predict import evidence_from_trace
 from .shuffle_option import offer_reorder, reorder_candidate
@@ -77,7 +77,9 @@ def decide_with_disk(trace, *, disk_budget: float | None, directory: str,
         return base
     candidate, d, tier = best
     if tier.steady.throughput < TIER_GAIN * base.prediction.throughput:
-        base.notes.append(slower_line(tier, base.prediction))
+        slower = Declined.weighed(d.changes, slower_reason(tier), base.prediction, tier.steady, whole=True)
+        base.notes.append(slower.note)
+        base.declined.append(slower)  # said again where the plan is predicted on other evidence
         return base
     if disk_budget is None:
         base.options.append(tier_option(tier, d.changes, base.prediction))
