@@ -113,12 +113,12 @@ def test_a_change_left_out_is_said_with_the_figures_of_the_prediction_shown():
     said_so = f"batch(batch) keeps the form you wrote (sequential): {shown:,.0f} minibatches/s are predicted so"
     assert not declined[0].note.startswith(said_so)  # negative control: the first evidence's figure
     notes = ["another note", declined[0].note]
-    again = resaid(notes, declined, later, shipped)
+    again = resaid(notes, declined, later, predict(later, layout_with(later, shipped)), shipped)
     assert again[0] == "another note" and again[1].startswith(said_so), again
     with_it = predict(later, layout_with(later, shipped + [batch])).throughput
     assert f"{with_it:,.0f} with a parallel batch" in again[1]
     # where nothing ships, nothing was left out of a plan: the note goes
-    assert resaid(notes, declined, later, []) == ["another note"]
+    assert resaid(notes, declined, later, predict(later, layout_as_traced(later)), []) == ["another note"]
 
 
 def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
@@ -133,8 +133,8 @@ def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
         return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
     left = Declined.weighed(other, reason, predict(first, layout_with(first, shipped)),
                             predict(first, layout_with(first, other)), whole=True)
-    said = left.said(later, shipped)
     plan, alternative = (predict(later, layout_with(later, c)).throughput for c in (shipped, other))
+    said = left.said(later, predict(later, layout_with(later, shipped)), shipped)
     assert said == f"kept at {plan:,.1f}, not {alternative:,.1f}" and said != left.note
     # negative control: read as the plan plus those changes, the figure is another layout's
     plus = predict(later, layout_with(later, shipped + other)).throughput

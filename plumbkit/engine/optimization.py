@@ -350,10 +350,10 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     original, ev, sizing = _changes_that_ship(ds, original, planned, cores=cores, runtime=runtime, disk=disk,
                                               costs=costs, demand=demand, progress=progress)
     changes = planned.changes
-    # what the plan left out, said with this evidence's figures: the one prediction's model
-    planned.notes = resaid(planned.notes, planned.decisions.declined, ev, changes)
     # the one prediction: the layout that ships (yours as it ran, where nothing changes)
     prediction = predict(ev, layout_with(ev, changes) if changes else layout_as_traced(ev))
+    # what the plan left out, said beside that prediction, on its evidence
+    planned.notes = resaid(planned.notes, planned.decisions.declined, ev, prediction, changes)
     fill, fill_time, first_epoch = _first_epoch(ev, changes, planned, prediction, protocol)
 
     contenders = _contenders(ds, build_yours, planned, cores=cores, compare=compare)

@@ -80,17 +80,20 @@ class Declined:
         """Its note said from ``plan`` and ``other``, the predictions it was weighed on."""
         return cls(tuple(changes), reason, reason(plan, other), whole)
 
-    def said(self, ev: Evidence, changes: list[Change]) -> str:
-        """The note on ``ev``, for the plan that ships ``changes``."""
+    def said(self, ev: Evidence, plan: Prediction, changes: list[Change]) -> str:
+        """The note on ``ev``, beside ``plan``: the prediction of the plan that ships ``changes``."""
         other = list(self.changes) if self.whole else changes + list(self.changes)
-        return self.reason(predict(ev, layout_with(ev, changes)), predict(ev, layout_with(ev, other)))
+        return self.reason(plan, predict(ev, layout_with(ev, other)))
 
 
-def resaid(notes: list[str], declined: list[Declined], ev: Evidence, changes: list[Change]) -> list[str]:
-    """``notes`` with each declined change's note said again on ``ev`` for the plan ``changes``
-    (dropped where nothing ships: there is no plan to have left them out of)."""
-    again = {d.note: (d.said(ev, changes) if changes else None) for d in declined}
-    return [again.get(n, n) for n in notes if again.get(n, n) is not None]
+def resaid(notes: list[str], declined: list[Declined], ev: Evidence, plan: Prediction,
+           changes: list[Change]) -> list[str]:
+    """``notes`` with each declined change's note said again on ``ev`` beside ``plan``, the one
+    prediction of the plan that ships ``changes`` (dropped where nothing ships: there is no plan
+    to have left them out of)."""
+    again = {d.note: d.said(ev, plan, changes) if changes else None for d in declined}
+    said = (again.get(n, n) for n in notes)
+    return [n for n in said if n is not None]
 
 
 @dataclass
@@ -395,7 +398,7 @@ def _no_prefetch(without: Prediction, with_it: Prediction) -> str:
 
 
 def batches_as_written(ev: Evidence, changes: list[Change],
-                        prediction: Prediction) -> tuple[list[Change], Prediction, list[Declined]]:
+                       prediction: Prediction) -> tuple[list[Change], Prediction, list[Declined]]:
     """Keep a batch you wrote sequential unless its parallel form is predicted clearly faster.
 
     The hedge gives every parallelizable operator two threads, and the model charges a parallel
