@@ -14,6 +14,8 @@ import plumbkit
 from plumbkit.bench.examples import planted_work
 from plumbkit.engine.compare import Protocol
 from plumbkit.tfdata.options import sequential_options
+from plumbkit.tfdata.run import Runner
+from plumbkit.tfdata.runtime_costs import consumer_ceiling
 from plumbkit.tfdata.graph import pipeline_of
 from plumbkit.tfdata.rebuild import apply_changes
 from plumbkit.planning.decisions import decide
@@ -161,13 +163,20 @@ def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measur
                     f"cores; the CPU per minibatch check passed")
     assert plan.prediction_error <= 0.25, str(plan)
 
-@measured_against_the_clock
 def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_gains_from_it():
     """Behind a cache of small minibatches the consumer's loop binds, and a prefetch can cost it a
     wake-up of the prefetch thread per minibatch: on one machine 33-35k/s pulled directly against
     16-19k/s through a prefetch, on a slower one 6.9k/s against 6.6k/s. plumbkit measures both
     ceilings on the machine it runs on: where pulling directly is clearly faster the plan adds no
-    prefetch and says why; where it is not, the prefetch stays; either way the prediction holds."""
+    prefetch and says why; where it is not, the prefetch stays; either way the prediction holds.
+
+    The prediction is checked at one moment, not a moment apart: the consumer loop's speed on CI's
+    VM swings 0.4-1.6x between consecutive 0.3 s windows (session 48, here: three plans read 38%,
+    45% and 62% off their measurement a few seconds after their ceiling was measured, with yours'
+    CPU per minibatch steady; three more read 10-16%). What the model claims is the plan's
+    throughput relative to the consumer's ceiling it was made from; the ceiling and the plan are
+    measured in interleaved rounds, and the median of their paired ratios is checked (the same
+    three plans: 4%, 14% and 6% off). The before-the-fact error is the bench's cached rows'."""
     def make():
         return tf.data.Dataset.range(1000).map(medium).batch(8).repeat().with_options(sequential_options())
 
@@ -191,9 +200,22 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
     if neighbour >= 0.2:  # the consumer's ceiling needs its core: beside busy neighbours, say so
         pytest.skip(f"throughput not checked: measured beside {neighbour:.1f} busy neighbour cores; "
                     f"the prefetch decision and the binding limit were checked")
-    # 35%: a loop of ~20-27k minibatches/s is timed a moment after its ceiling was measured, and
-    # on CI's Intel machine it read 19.3k predicted against 26.8k measured (28%) in one run of two
-    assert plan.prediction_error <= 0.35, str(plan)
+    prefetched = "prefetch" in whats
+    ceiling = plan.runtime.consumer if prefetched else plan.runtime.consumer_plain
+    predicted = plan.prediction.throughput / ceiling
+    ratios = []
+    for _ in range(7):
+        now = consumer_ceiling(make(), window=0.2, prefetched=prefetched)
+        runner = Runner(plan.dataset)  # timed as the comparison and the ceiling are: a plain next() loop
+        runner.consume(50, limit=30.0)
+        ratios.append(statistics.median(runner.window(0.2) for _ in range(3)) / now)
+        runner.close()
+    measured = statistics.median(ratios)
+    assert measured == pytest.approx(predicted, rel=0.25), (predicted, ratios, str(plan))
+    # negative control: a model without the consumer's ceiling (the pipeline's next limit, its own
+    # CPU: 1.5-1.7x the ceiling here) fails the same check
+    unbound = min(v for k, v in plan.prediction.limits.items() if k != plan.prediction.binding) / ceiling
+    assert unbound != pytest.approx(measured, rel=0.25), (plan.prediction.limits, ceiling, ratios)
 
 
 def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind(two_map_plan):
