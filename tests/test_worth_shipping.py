@@ -5,7 +5,7 @@ import pytest
 from plumbkit.model.pipeline import Operator, Pipeline
 from plumbkit.model.plan import Change
 from plumbkit.planning.predict import Evidence, RuntimeCosts, layout_as_traced, layout_with, predict
-from plumbkit.planning.decisions import Declined, batches_as_written, resaid
+from plumbkit.planning.decisions import Declined, batches_as_written, decided_again, resaid
 from plumbkit.planning.worth_shipping import plan_worth_its_changes, threads_worth_their_cost
 from plumbkit.tunables import PREDICTED_GAIN
 
@@ -139,3 +139,33 @@ def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
     # negative control: read as the plan plus those changes, the figure is another layout's
     plus = predict(later, layout_with(later, shipped + other)).throughput
     assert f"{plus:,.1f}" != f"{alternative:,.1f}"
+
+
+def test_a_plan_decided_again_says_only_what_weighs_against_the_plan_that_ships():
+    """Where the plan's cache overflows its budget while filling, the plan is decided again
+    without it. A change the first decision left out was weighed against the first plan (its
+    figures are that plan's): it goes, and the second decision's own notes come in. A whole layout
+    left out (a disk tier not placed) still stands beside whatever plan ships: it is kept, and
+    said again beside the second plan's prediction."""
+    first = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
+    cached, bare = [threads("heavy", 2), PREFETCH], [threads("heavy", 2)]
+
+    def reason(plan, alternative):
+        return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
+    before = predict(first, layout_with(first, cached))
+    prefetch_left = Declined.weighed([PREFETCH], reason, before, before)
+    tier_left = Declined.weighed([threads("light", 2)], reason, before,
+                                 predict(first, layout_with(first, [threads("light", 2)])), whole=True)
+    notes = ["the trace's scale note", prefetch_left.note, tier_left.note, "a disk probe's note"]
+    second_left = Declined.weighed([threads("light", 3)], reason, before, before)
+    again_notes = ["the trace's scale note", second_left.note]
+    merged, declined = decided_again(notes, [prefetch_left, tier_left], again_notes, [second_left])
+    assert merged == ["the trace's scale note", tier_left.note, "a disk probe's note", second_left.note], merged
+    assert declined == [second_left, tier_left]
+    # said beside the second plan's prediction (on the evidence it is made from): that plan's figure
+    later = evidence({"heavy": 0.03, "light": 0.001}, cores=2)
+    shown = predict(later, layout_with(later, bare))
+    said = resaid(merged, declined, later, shown, bare)
+    assert f"kept at {shown.throughput:,.1f}" in said[1] and said[1] != tier_left.note, said
+    # negative control: the first decision's notes kept whole would say the first plan's figures
+    assert prefetch_left.note in notes + again_notes and prefetch_left.note not in said

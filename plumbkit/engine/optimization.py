@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..model.demand import ModelDemand
 from ..model.plan import CacheDecision, Change, Option
-from ..planning.decisions import Decisions, decide, priced_options, resaid
+from ..planning.decisions import Decisions, decide, decided_again, priced_options, resaid
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
 from ..planning.disk_tier import TierPlan, plan_tier
 from ..planning.lp import LPSolution
@@ -552,8 +552,11 @@ def _plan_before_the_fact(ds: "tf.data.Dataset", original: Trace, *, cores: floa
     again = decide(original, cores=cores, memory_budget=0, root=root, disk_bound=disk, runtime=runtime, costs=costs)
     cache = dataclasses.replace(again.cache, budget=cache.budget, why=f"{overflow}; nothing is cached")
     again.cache = cache
-    notes = planned.notes + [f"{overflow}: the plan caches nothing; to cache anyway, on disk, add "
-                             f".cache('/path/on/disk') there"]
+    notes, again.declined = decided_again(planned.notes, planned.decisions.declined, again.notes, again.declined)
+    # past memory, the disk tier (a cache named by its fingerprint, filled under a guard), never a bare cache(path)
+    notes.append(f"{overflow}: the plan caches nothing" + ("" if disk_budget is not None else
+                 "; to cache it on a local disk instead, give a disk budget (disk_budget=..., %%plumb "
+                 "--disk-budget): plumbkit then measures a disk tier"))
     return _Planned(again, list(again.changes), cache, None, yours_fill, yours_fill, notes)
 
 

@@ -96,6 +96,20 @@ def resaid(notes: list[str], declined: list[Declined], ev: Evidence, plan: Predi
     return [n for n in said if n is not None]
 
 
+
+def decided_again(notes: list[str], first: list[Declined], again_notes: list[str],
+                  again_declined: list[Declined]) -> tuple[list[str], list[Declined]]:
+    """The notes and the declined changes of a plan decided a second time (its cache overflowed
+    its budget while filling): ``notes`` are the first decision's, with what was added to them.
+    A change the first weighed against its own plan goes with that plan (the second weighs its
+    own); a whole layout it left out (a disk tier) still stands beside the plan that ships, and
+    is kept to be said again (:func:`resaid`) beside the second plan's prediction."""
+    dropped = {d.note for d in first if not d.whole}
+    kept = [n for n in notes if n not in dropped]
+    declined = list(again_declined) + [d for d in first if d.whole and d not in again_declined]
+    return kept + [n for n in again_notes if n not in kept], declined
+
+
 @dataclass
 class Decisions:
     """What the passes chose for one trace, and the model's prediction for the result.
