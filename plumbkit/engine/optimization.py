@@ -643,7 +643,8 @@ def _predictions(ev: Evidence, user, changes: list[Change], cores: int, predicti
     parallelism is chosen at run time: no prediction); of its first epoch with ``filling``."""
     return {
         YOURS: predict(ev, layout_as_traced(ev), filling=filling).throughput,
-        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user)), filling=filling).throughput,
+        "naive": predict(ev, layout_with(ev, configurations.naive_changes(user), options_kept=False),  # its own options
+                         filling=filling).throughput,
         "heuristic": predict(ev, layout_with(ev, configurations.heuristic_changes(user, cores)),
                              filling=filling).throughput,
         PLUMBKIT: prediction.throughput,

@@ -384,7 +384,8 @@ def _with_fill_threads(trace: Traced, ev: Evidence, changes: list[Change], stead
         return changes
     p = trace.pipeline
     fill_lp = solve(trace, cores=cores, bounds=bounds)
-    as_written = {s.name: float(p[s.name].parallelism if (p[s.name].parallelism or 0) > 0 else cores)
+    as_written = {s.name: float(ev.threads_seen.get(s.name)  # as it ran: tf.data's own threads count
+                                or (p[s.name].parallelism if (p[s.name].parallelism or 0) > 0 else cores))
                   for s in filling}
     if fill_lp.throughput < FILL_GAIN * solve(trace, cores=cores, bounds=bounds, max_threads=as_written).throughput:
         return changes
