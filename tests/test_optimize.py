@@ -212,10 +212,11 @@ def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_ga
         runner.close()
     measured = statistics.median(ratios)
     assert measured == pytest.approx(predicted, rel=0.25), (predicted, ratios, str(plan))
-    # negative control: a model without the consumer's ceiling (the pipeline's next limit, its own
-    # CPU: 1.5-1.7x the ceiling here) fails the same check
-    unbound = min(v for k, v in plan.prediction.limits.items() if k != plan.prediction.binding) / ceiling
-    assert unbound != pytest.approx(measured, rel=0.25), (plan.prediction.limits, ceiling, ratios)
+    # negative control: the same model on the layout without the plan's cache (the map then binds,
+    # ~1/40 of the ceiling) fails the same check. The pipeline's own CPU limit would be the subtler
+    # wrong answer, but it reads 1.1-1.7x the ceiling here, too close to tell apart on every run.
+    uncached = plan.predictions["yours"] / ceiling
+    assert uncached != pytest.approx(measured, rel=0.25), (uncached, ratios)
 
 
 def test_a_batch_you_wrote_sequential_stays_so_unless_its_thread_would_bind(two_map_plan):
