@@ -64,7 +64,6 @@ def test_the_first_epoch_runs_what_is_below_the_cache_with_the_threads_it_has():
     assert predict_fill(ev, sixteen, write_limit=1e6).throughput == fill.throughput
 
 
-
 WORK = chain(Operator("batch", "BatchDatasetV2", "batch"), Operator("work", "MapDataset", "map"),
              Operator("src", "RangeDataset", "range"))
 
@@ -117,16 +116,15 @@ def test_the_first_epoch_of_a_map_tf_data_parallelized_is_predicted_as_it_runs()
 
     def first_epoch(ds) -> float:
         runner = Runner(ds)
-        t0 = time.perf_counter()
-        taken, _ = runner.consume(epoch, limit=30.0)
-        rate = taken / (time.perf_counter() - t0)
+        taken, seconds = runner.consume(epoch, limit=30.0)
         runner.close()
-        return rate
+        return taken / seconds
     ratios = [first_epoch(apply_changes(yours(), changes)) / first_epoch(yours()) for _ in range(3)]
     measured = statistics.median(ratios)
     assert predicted == pytest.approx(measured, rel=0.25), (predicted, ratios)
     written = predict_fill(ev, layout_with(ev, changes, options_kept=False)).throughput / as_traced
     assert written != pytest.approx(measured, rel=0.25), (written, ratios)  # negative control
+
 
 def _fetch(x):
     import tensorflow as tf

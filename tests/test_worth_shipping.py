@@ -121,6 +121,11 @@ def test_a_change_left_out_is_said_with_the_figures_of_the_prediction_shown():
     assert resaid(notes, declined, later, predict(later, layout_as_traced(later)), []) == ["another note"]
 
 
+def _kept_at(plan, alternative) -> str:
+    """A reason planted for the pure tests: both figures it was said with."""
+    return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
+
+
 def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
     """A disk tier not placed was weighed as a whole other layout (its own cache and threads),
     not the plan plus a change: said again, its figure is that layout's on the later evidence,
@@ -128,10 +133,7 @@ def test_a_whole_layout_left_out_is_said_against_the_plan_that_ships():
     first = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
     later = evidence({"heavy": 0.03, "light": 0.001}, cores=2)
     shipped, other = [threads("heavy", 2), PREFETCH], [threads("light", 2)]
-
-    def reason(plan, alternative):
-        return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
-    left = Declined.weighed(other, reason, predict(first, layout_with(first, shipped)),
+    left = Declined.weighed(other, _kept_at, predict(first, layout_with(first, shipped)),
                             predict(first, layout_with(first, other)), whole=True)
     plan, alternative = (predict(later, layout_with(later, c)).throughput for c in (shipped, other))
     said = left.said(later, predict(later, layout_with(later, shipped)), shipped)
@@ -149,15 +151,12 @@ def test_a_plan_decided_again_says_only_what_weighs_against_the_plan_that_ships(
     said again beside the second plan's prediction."""
     first = evidence({"heavy": 0.05, "light": 0.001}, cores=2)
     cached, bare = [threads("heavy", 2), PREFETCH], [threads("heavy", 2)]
-
-    def reason(plan, alternative):
-        return f"kept at {plan.throughput:,.1f}, not {alternative.throughput:,.1f}"
     before = predict(first, layout_with(first, cached))
-    prefetch_left = Declined.weighed([PREFETCH], reason, before, before)
-    tier_left = Declined.weighed([threads("light", 2)], reason, before,
+    prefetch_left = Declined.weighed([PREFETCH], _kept_at, before, before)
+    tier_left = Declined.weighed([threads("light", 2)], _kept_at, before,
                                  predict(first, layout_with(first, [threads("light", 2)])), whole=True)
     notes = ["the trace's scale note", prefetch_left.note, tier_left.note, "a disk probe's note"]
-    second_left = Declined.weighed([threads("light", 3)], reason, before, before)
+    second_left = Declined.weighed([threads("light", 3)], _kept_at, before, before)
     again_notes = ["the trace's scale note", second_left.note]
     merged, declined = decided_again(notes, [prefetch_left, tier_left], again_notes, [second_left])
     assert merged == ["the trace's scale note", tier_left.note, "a disk probe's note", second_left.note], merged

@@ -96,7 +96,6 @@ def resaid(notes: list[str], declined: list[Declined], ev: Evidence, plan: Predi
     return [n for n in said if n is not None]
 
 
-
 def decided_again(notes: list[str], first: list[Declined], again_notes: list[str],
                   again_declined: list[Declined]) -> tuple[list[str], list[Declined]]:
     """The notes and the declined changes of a plan decided a second time (its cache overflowed
