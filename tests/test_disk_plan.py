@@ -16,6 +16,7 @@ import plumbkit
 from plumbkit.engine import optimization
 from plumbkit.engine.disk_tier import decide_tiered
 from plumbkit.model.protocol import QUICK
+from plumbkit.planning.fill import fill_seconds
 from plumbkit.planning.predict import RuntimeCosts
 from plumbkit.tfdata.disk_tier import list_caches
 from plumbkit.export.source import rewrite_source
@@ -114,12 +115,16 @@ def test_an_expensive_map_memory_cannot_hold_goes_to_disk_with_both_predictions(
     assert tier.steady.throughput == pytest.approx(d.prediction.throughput)  # one prediction
     assert tier.steady.throughput >= TIER_GAIN * tier.recompute.throughput
     assert 0 < tier.fill.throughput < tier.steady.throughput  # the first epoch still decodes
-    assert 0 < tier.fill_seconds < float("inf")
+    # the whole first epoch: the tier written, then read back once (the guard yields nothing before)
+    written = fill_seconds(tier.fill, tier.candidate.epoch_batches) + tier.measurement.write_setup_seconds
+    read_back = tier.candidate.epoch_batches / tier.steady.throughput
+    assert tier.fill_seconds == pytest.approx(written + read_back) and read_back > 0, str(tier)
     labels = {op.name: op.label for op in trace.pipeline}
     below = {o.name for o in trace.pipeline.descendants(tier_change.node)} | {tier_change.node}
     assert any(labels[n] == "map(decode)" for n in below)  # the map is read back, not recomputed
     said = str(tier)
-    assert "steady state predicted" in said and "first epoch fills it" in said and str(tmp_path) in said
+    assert "steady state predicted" in said and "first epoch writes it" in said, said
+    assert "then reads it back" in said and str(tmp_path) in said, said
 
 
 def test_the_disk_cached_plan_yields_your_elements_in_order_and_exports_on_disk(expensive, tmp_path):

@@ -173,7 +173,7 @@ def test_the_cache_row_says_the_tier_where_how_large_and_what_filling_it_costs()
                                  "at 50.0 minibatches/s predicted (disk writes), ~12.0 s")
     disk = dataclasses.replace(memory, cache=dataclasses.replace(memory.cache, tier="disk", directory="/data/pk"))
     assert cache_row(disk) == ("on disk at map(f): 2.0 GB in /data/pk; its first epoch writes it "
-                               "at 50.0 minibatches/s predicted (disk writes), ~12.0 s")
+                               "at 50.0 minibatches/s predicted (disk writes), then reads it back: ~12.0 s in all")
     assert f"<b>cache</b>: {html.escape(cache_row(disk))} — fits" in plan_html(disk)
     assert f"cache: {cache_row(disk)} — fits" in str(disk)
     assert cache_row(base) == "none new"

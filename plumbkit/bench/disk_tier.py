@@ -188,7 +188,9 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
             "steady_error": error(summary["predicted"], row["measured"].get(PLAN)),
             "first_epoch_seconds": fills, "measured_fill_seconds": measured_fill,
             "measured_fill": fill_rate, "fill_error": error(summary["predicted_fill_seconds"], measured_fill),
-            "fill_rate_error": error(summary["predicted_fill"], fill_rate)}
+            # the first epoch's mean rate, predicted (its seconds: written, then read back) and measured
+            "fill_rate_error": error(epoch_batches / summary["predicted_fill_seconds"]
+                                     if summary["predicted_fill_seconds"] else None, fill_rate)}
 
 
 def epoch_windows(protocol: Protocol, epoch_batches: int, predicted: float) -> Protocol:
@@ -365,8 +367,8 @@ def _tier_cell(row: dict) -> str:
 def _fill_cell(row: dict) -> str:
     plan = row["plan"]
     return (f"{num(plan['predicted_fill_seconds'])} s, {num(row['measured_fill_seconds'])} s "
-            f"({signed_pct(row['fill_error'])}); {num(plan['predicted_fill'])}/s ({plan['fill_binding'] or '—'}), "
-            f"{num(row['measured_fill'])}/s")
+            f"({signed_pct(row['fill_error'])}); written at {num(plan['predicted_fill'])}/s predicted "
+            f"({plan['fill_binding'] or '—'}), the epoch's mean {num(row['measured_fill'])}/s measured")
 
 
 def tiered_lines(rows: list[dict]) -> list[str]:

@@ -156,8 +156,10 @@ def cache_row(plan: "Plan") -> str:
     else:
         row = f"on disk at {cache.label}: {human_bytes(cache.bytes)} in {cache.directory}"
     if fill is not None:
-        took = f", ~{plan.fill_seconds:,.1f} s" if plan.fill_seconds is not None else ""
-        row += (f"; its first epoch {'writes' if cache.tier == 'disk' else 'fills'} it at "
+        disk = cache.tier == "disk"
+        took = (f", {'then reads it back: ' if disk else ''}~{plan.fill_seconds:,.1f} s{' in all' if disk else ''}"
+                if plan.fill_seconds is not None else "")
+        row += (f"; its first epoch {'writes' if disk else 'fills'} it at "
                 f"{fill.throughput:,.1f} minibatches/s predicted ({fill.binding}){took}")
     return row
 
