@@ -104,38 +104,12 @@ CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "03-optimize.ipynb", "04-caching-
                         "05-python-api.ipynb", "06-offload.ipynb", "07-model-in-the-loop.ipynb"}
 
 
-#: Phase 1's longest files: seconds each took in one phase-1 run (session 49, three workers on
-#: two cores: 1,186 s of tests in 478 s). tests/run hands phase 1's files to its workers in
-#: collection order (``--no-loadscope-reorder``), and in phase 1 these come first, longest first:
-#: a long file started last keeps one worker busy after the others are done. pytest-xdist's own
-#: order (most tests first) started the two-test files last (rebuild property, browser, bench).
-LONGEST_FILES = {
-    "tests/test_real_pipelines.py": 109, "tests/test_notebook.py": 109,
-    "notebooks/07-model-in-the-loop.ipynb": 99, "tests/test_rebuild_property.py": 94,
-    "notebooks/06-offload.ipynb": 91, "notebooks/04-caching-and-randomness.ipynb": 85,
-    "tests/test_browser.py": 76, "tests/test_service.py": 71, "tests/test_disk_plan.py": 54,
-    "tests/test_optimize.py": 52, "tests/test_cli.py": 49, "tests/test_bench.py": 40,
-}
-
-
-def longest_first(items: list) -> list:
-    """``items`` with the files of :data:`LONGEST_FILES` first, longest first; every other file
-    after them, and every file's tests, in their order (a stable sort by file)."""
-    def seconds(item) -> float:  # noqa: ANN001 - a pytest item
-        return LONGEST_FILES.get(item.path.relative_to(item.config.rootpath).as_posix(), 0.0)
-    return sorted(items, key=lambda item: -seconds(item))
-
-
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest's hook
-    """Mark the notebooks' cells that may run beside another test (a test file says so itself);
-    in an xdist worker (phase 1), put the longest files first (:data:`LONGEST_FILES`). A plain
-    run keeps pytest's order."""
+    """Mark the notebooks' cells that may run beside another test (a test file says so itself)."""
     for item in items:
         if item.path.suffix == ".ipynb" and item.path.name in CONCURRENT_NOTEBOOKS:
             item.add_marker(pytest.mark.concurrent)
-    if hasattr(config, "workerinput"):
-        items[:] = longest_first(items)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001 - pytest's hook
