@@ -187,10 +187,7 @@ def tiered(name: str, make: Callable, *, memory_budget: float, disk_budget: floa
             "tier_bytes_written": tier_bytes * (1 + len(fills)),  # optimize's fill, then each timed one
             "steady_error": error(summary["predicted"], row["measured"].get(PLAN)),
             "first_epoch_seconds": fills, "measured_fill_seconds": measured_fill,
-            "measured_fill": fill_rate, "fill_error": error(summary["predicted_fill_seconds"], measured_fill),
-            # the first epoch's mean rate, predicted (its seconds: written, then read back) and measured
-            "fill_rate_error": error(epoch_batches / summary["predicted_fill_seconds"]
-                                     if summary["predicted_fill_seconds"] else None, fill_rate)}
+            "measured_fill": fill_rate, "fill_error": error(summary["predicted_fill_seconds"], measured_fill)}
 
 
 def epoch_windows(protocol: Protocol, epoch_batches: int, predicted: float) -> Protocol:

@@ -147,18 +147,11 @@ def plan_tier(candidate: TierCandidate, ev: Evidence, changes: list[Change], rec
     steady = predict(ev, layout)
     write = measurement.write_limit(candidate.bytes_per_minibatch)
     fill = predict_fill(ev, layout, write_limit=write)
-    seconds = (fill_seconds(fill, candidate.epoch_batches) + measurement.write_setup_seconds  # and its fixed cost
-               + first_read_seconds(steady, candidate.epoch_batches))
+    # the whole first epoch: on_disk (tfdata/disk_tier.py) writes the tier, with its fixed cost,
+    # and yields nothing until it is complete, then reads it back once at the steady rate
+    seconds = (fill_seconds(fill, candidate.epoch_batches) + measurement.write_setup_seconds
+               + fill_seconds(steady, candidate.epoch_batches))
     return TierPlan(candidate, directory, measurement, steady, fill, seconds, recompute, applied, memory_cache)
-
-
-def first_read_seconds(steady: Prediction, epoch_batches: float) -> float:
-    """Seconds the first epoch spends reading the tier back once it is written: the guard
-    (:func:`plumbkit.tfdata.disk_tier.on_disk`) fills the whole tier before it yields, so the
-    first epoch is the write, then one epoch read back at the steady state's rate (the bench's
-    image row: 3.0 s predicted for the write alone, 6.9 s measured from the build to the first
-    epoch's last minibatch)."""
-    return fill_seconds(steady, epoch_batches)
 
 
 def slower_reason(tier: TierPlan) -> Callable[[Prediction, Prediction], str]:

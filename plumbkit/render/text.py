@@ -157,8 +157,12 @@ def cache_row(plan: "Plan") -> str:
         row = f"on disk at {cache.label}: {human_bytes(cache.bytes)} in {cache.directory}"
     if fill is not None:
         disk = cache.tier == "disk"
-        took = (f", {'then reads it back: ' if disk else ''}~{plan.fill_seconds:,.1f} s{' in all' if disk else ''}"
-                if plan.fill_seconds is not None else "")
+        if plan.fill_seconds is None:
+            took = ""
+        elif disk:  # the tier is written whole, then read back: the first epoch is both
+            took = f", then reads it back: ~{plan.fill_seconds:,.1f} s in all"
+        else:
+            took = f", ~{plan.fill_seconds:,.1f} s"
         row += (f"; its first epoch {'writes' if disk else 'fills'} it at "
                 f"{fill.throughput:,.1f} minibatches/s predicted ({fill.binding}){took}")
     return row
