@@ -332,6 +332,15 @@ TIER_ALONE_BYTES = 64 * 2**10
 #: Sensitive to: the disk's speed (a slow disk makes the probe slower; a fast one, its opening a
 #: larger share).
 PROBE_BYTES = 8 * 1024 * 1024
+#: Bytes each of the probe's timed writes holds (three, their medians taken): the write's CPU per
+#: element is their CPU less a one-element write's, and that write's fixed cost (building the
+#: save, tracing its shard function, starting its threads: 90-135 ms here) moves by ~20 ms. At
+#: 8 MB (303 elements of 27 KB, ~36 ms to write) five probes read 45-180 us per element against a
+#: 340 MB write's 122; at 32 MB four differences read 74-135 us against 110-125.
+#: From: those measurements (session 50), 27 KB elements, rounded to 32 MB.
+#: Machine: the dev VM (2 cores).
+#: Sensitive to: the save's fixed cost against the write's per-byte cost (a faster CPU: both less).
+PROBE_WRITE_BYTES = 32 * 1024 * 1024
 #: Bytes a minibatch of the probe's and the read-back's timed reads holds: Python's ``next()``
 #: per minibatch costs the reading thread ~70 us and the process ~100 us, which the plan's
 #: pipeline never pays (its operators pull from the tier in C++). At 256 KB (9 elements of 27 KB)

@@ -36,6 +36,9 @@ class DiskMeasurement:
     #: of ``read_cpu_per_element``, what the thread pulling the elements spends (the rest runs on
     #: the reader's own threads, its shards read in parallel); None: not measured apart
     read_thread_cpu_per_element: float | None = None
+    #: process CPU seconds per element a fill spends writing it (the hand-over from your pipeline,
+    #: the records' serialization, the writer threads' copies into the page cache); 0: not measured
+    write_cpu_per_element: float = 0.0
 
     def read_source(self) -> str:
         """Where the read figures come from, as the plan says it."""

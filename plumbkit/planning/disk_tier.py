@@ -109,7 +109,8 @@ def tier_reads(candidates: list[TierCandidate], measured: Mapping[str, DiskMeasu
     return {c.node: TierRead(cpu_per_element=measured[c.node].read_cpu_per_element,
                              bytes_per_element=c.element_bytes,
                              read_bandwidth=measured[c.node].read_bandwidth,
-                             thread_cpu_per_element=measured[c.node].read_thread_cpu_per_element)
+                             thread_cpu_per_element=measured[c.node].read_thread_cpu_per_element,
+                             write_cpu_per_element=measured[c.node].write_cpu_per_element)
             for c in candidates if c.node in measured}
 
 

@@ -144,6 +144,8 @@ class TierRead:
     #: of ``cpu_per_element``, what the thread pulling from the tier spends (the shards are read
     #: on the reader's own threads); None: all of it, as before it was measured apart
     thread_cpu_per_element: float | None = None
+    #: CPU seconds per element a fill spends writing the tier (on the save's own threads); 0: not measured
+    write_cpu_per_element: float = 0.0
 
     def thread_cost(self) -> float:
         """CPU per element on the pulling thread's own time."""
@@ -490,7 +492,11 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
             tier = ev.tiers.get(name) if name in layout.on_disk else None
-            if filling:
+            if filling and tier is not None and tier.write_cpu_per_element > 0:
+                # written by the save's threads, fed by a Python generator (tfdata/disk_tier.py,
+                # _Filler): CPU against the cores, none on the stage's thread
+                charge(stage, tier.write_cpu_per_element * V, thread=0.0)
+            elif filling:
                 charge(stage, rt.cache_write * V)
             else:  # a tier's shards are read on its reader's threads: only its pulling share on the stage
                 charge(stage, _read_cost(ev, layout, name) * V, thread=tier.thread_cost() * V if tier else None)

@@ -2,16 +2,17 @@
 
 A disk tier pays off only where reading an element back is cheaper than recomputing it, and that
 depends on the directory (a VM's virtual disk read ~130 MB/s here, a local NVMe several GB/s):
-the plan measures, never assumes. The probe writes a few MB of incompressible elements of the
-candidate's size in the tier's own form (:func:`.disk_tier.write_tier`: a fill's records and
-shards, without its guard), syncs them, drops them from the page cache (``posix_fadvise``, as
-the bench does) and reads them back through the tier's reader, timing the wall clock and the
-process CPU; the fixed costs (tracing, opening) are measured apart on a one-element tier and left
-out. It then removes what it wrote. Cost on the dev VM: ~17 MB written and read, 0.6-0.9 s at
-load 5-6 on 2 cores (up to ~3 s at load 10). One probe per directory and element size (to a
-factor of two) per session. What ~8 MB cannot measure well: a write that fast (the difference
-of two short writes; where it is under 1 ms the bandwidth reads as a floor of several GB/s and
-does not bind the fill), and a tier read beyond what the VM's host still holds of recent writes.
+the plan measures, never assumes. The probe writes incompressible elements of the candidate's
+size in the tier's own form (:func:`.disk_tier.write_tier`: a fill's records and shards, through
+the same Python hand-over, without its guard) and syncs them, three times 32 MB: the write's
+bandwidth and its process CPU per element (which a fill pays on top of making the elements), the
+fixed costs (tracing, threads) measured apart on one-element tiers and left out. It then writes
+8 MB more, drops them from the page cache (``posix_fadvise``, as the bench does) and reads them
+back through the tier's reader, timing the wall clock and the process CPU, and removes what it
+wrote. Cost on the dev VM: ~110 MB written, 8 MB of it read, ~1.5 s. One probe per directory and
+element size (to a factor of two) per session. What the probe cannot measure well: a write that
+fast (where the difference is under 1 ms the bandwidth reads as a floor of several GB/s and does
+not bind the fill), and a tier read beyond what the VM's host still holds of recent writes.
 Measured on a 2-core VM (``benchmarks/cold_reads.py``, 2026-11-27), the guest's page cache
 evicted every time: 64 MB and 1.6 GB written just now read back at 2.2 and 3.8 GB/s with almost
 no system CPU, a file written weeks before at 600 MB/s with 1.6 ms of system CPU per MB (and at
@@ -28,22 +29,27 @@ import dataclasses
 import math
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from ..model.disk_measurement import DiskMeasurement
 from .disk import evict_from_page_cache
-from ..tunables import PROBE_BYTES, PROBE_READ_BATCH_BYTES, TIER_READ_BACK_BYTES
+from ..tunables import PROBE_BYTES, PROBE_READ_BATCH_BYTES, PROBE_WRITE_BYTES, TIER_READ_BACK_BYTES
 from . import disk_tier
 
 #: Elements one probe writes at most and at least (tiny elements: per-element costs dominate).
 MAX_ELEMENTS, MIN_ELEMENTS = 4096, 8
 #: A duration below this is not measured (the bandwidth is then at least what it says).
 MIN_SECONDS = 1e-3
+#: Timed writes of :data:`PROBE_WRITE_BYTES`, their medians taken (one write's bandwidth read
+#: 88 MB/s-1.3 GB/s in four plans on the dev VM, its CPU per element as widely).
+WRITES = 3
 
 _measured: dict[tuple[str, int], DiskMeasurement] = {}
 
@@ -64,29 +70,38 @@ def probe_directory(directory: "str | Path", element_bytes: float, *, fresh: boo
 
 
 def _probe(directory: Path, size: int) -> DiskMeasurement:
-    """Write a one-element tier (the save's fixed costs: tracing, threads, metadata) and an
-    ``n``-element one (the difference is what ``n - 1`` elements cost to write and sync), then
-    read the large one back, evicted, timing all but its first minibatch (opening the tier)."""
-    n = max(MIN_ELEMENTS, min(MAX_ELEMENTS, PROBE_BYTES // size))
+    """Write a one-element tier twice (the save's fixed costs: tracing, threads, metadata) and
+    an ``n``-element one (:data:`PROBE_WRITE_BYTES`) :data:`WRITES` times: the median less the
+    fixed cost is what ``n - 1`` elements cost to write and sync, in wall and process CPU. Then
+    write :data:`PROBE_BYTES` and read them back, evicted, timing all but the first minibatch
+    (opening the tier)."""
+    n = max(MIN_ELEMENTS, min(MAX_ELEMENTS, PROBE_WRITE_BYTES // size))
+    read_n = max(MIN_ELEMENTS, min(n, PROBE_BYTES // size))
     data = np.random.default_rng(0).integers(0, 256, size=(n, size), dtype=np.uint8)  # incompressible
     started = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix=".plumbkit-probe-", dir=directory))
     try:
         _write(data[:1], scratch / "warm")  # a first fill in the process traces its functions
-        one_bytes, one_write, _ = _write(data[:1], scratch / "one")
-        many_bytes, many_write, reader = _write(data, scratch / "many")
-        evicted = evict_from_page_cache(_files(scratch / "many")) > 0
-        per_record = disk_tier.record_elements(reader.element_spec)  # the untimed first minibatch: one record
-        batch = max(_read_batch(size, n), min(n // 8, per_record))
-        read = _read_figures(reader, batch=batch, per_element=many_bytes / n)
+        ones = [_write(data[:1], scratch / f"one-{k}") for k in range(2)]
+        many = [_write(data, scratch / f"many-{k}") for k in range(WRITES)]
+        shutil.rmtree(scratch, ignore_errors=True)  # the read: a tier of its own, smaller
+        scratch.mkdir()
+        to_read = _write(data[:read_n], scratch / "read")
+        evicted = evict_from_page_cache(_files(scratch / "read")) > 0
+        per_record = disk_tier.record_elements(to_read.reader.element_spec)  # the untimed first minibatch: one record
+        batch = max(_read_batch(size, read_n), min(read_n // 8, per_record))
+        read = _read_figures(to_read.reader, batch=batch, per_element=to_read.bytes / read_n)
         free = float(shutil.disk_usage(directory).free)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    setup = min(ones, key=lambda w: w.cpu)  # the fixed cost: its least (a neighbour only adds)
+    seconds, cpu = statistics.median(w.seconds for w in many), statistics.median(w.cpu for w in many)
     return DiskMeasurement(
         directory=str(directory), element_bytes=float(size),
-        write_bandwidth=(many_bytes - one_bytes) / max(many_write - one_write, MIN_SECONDS), **read,
-        free_bytes=free, probe_bytes=one_bytes + many_bytes, probe_seconds=time.perf_counter() - started,
-        evicted=evicted, write_setup_seconds=one_write)
+        write_bandwidth=(many[0].bytes - setup.bytes) / max(seconds - setup.seconds, MIN_SECONDS), **read,
+        free_bytes=free, probe_bytes=sum(w.bytes for w in [*ones, *many, to_read]),
+        probe_seconds=time.perf_counter() - started, evicted=evicted, write_setup_seconds=setup.seconds,
+        write_cpu_per_element=max(0.0, cpu - setup.cpu) / max(n - 1, 1))
 
 
 def read_back(path: "str | Path", probed: DiskMeasurement, *,
@@ -120,17 +135,25 @@ def _read_batch(per_element: float, elements: int) -> int:
     return max(1, min(elements // 8, int(PROBE_READ_BATCH_BYTES // max(per_element, 1.0))))
 
 
-def _write(data: np.ndarray, path: Path) -> tuple[float, float, tf.data.Dataset]:
-    """Bytes written and wall seconds to write ``data`` at ``path`` in the tier's form
-    (:func:`.disk_tier.write_tier`: a fill's records and shards without its guard) and sync it,
-    and the tier's reader of it (:func:`.disk_tier.read_tier`)."""
+class _Written(NamedTuple):
+    bytes: float
+    seconds: float  # wall, the sync included
+    cpu: float  # the process's CPU seconds meanwhile (the writer threads' included)
+    reader: tf.data.Dataset
+
+
+def _write(data: np.ndarray, path: Path) -> _Written:
+    """Bytes written, wall seconds and process CPU to write ``data`` at ``path`` in the tier's
+    form (:func:`.disk_tier.write_tier`: a fill's records and shards without its guard) and sync
+    it, and the tier's reader of it (:func:`.disk_tier.read_tier`)."""
     ds = tf.data.Dataset.from_tensor_slices(data)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     disk_tier.write_tier(ds, path)
     files = _files(path)
     _sync(files)
-    seconds = time.perf_counter() - t0
-    return float(sum(os.path.getsize(f) for f in files)), seconds, disk_tier.read_tier(path, ds.element_spec)
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return _Written(float(sum(os.path.getsize(f) for f in files)), seconds, cpu,
+                    disk_tier.read_tier(path, ds.element_spec))
 
 
 def _sync(files: list[str]) -> None:
