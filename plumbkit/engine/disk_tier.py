@@ -2,13 +2,13 @@
 
 Before the fact, in the user's process: the operators memory cannot hold are the candidates
 (:func:`plumbkit.planning.tier_plan.probe_targets`); the cache directory is probed for elements
-of each one's size (:func:`plumbkit.tfdata.disk_probe.probe_directory`: a few MB written and
+of each one's size (:func:`plumbkit.tfdata.disk_probe.probe_directory`: ~100 MB written and
 removed, once per directory and size per session); the planner places the tier (a disk budget
 given) or offers it (none given). A placed tier is filled once here, through the tier's guard,
 before anything is measured; where the fill fails (the disk or the budget ran out, another process
 fills it), the plan is made again without it and the line says why. A filled tier is read back in
 part, evicted (:func:`plumbkit.tfdata.disk_probe.read_back`), and the plan made again on that read:
-a probe of a few MB reads what the VM's host still holds, gigabytes read slower.
+a probe's 8 MB read back read what the VM's host still holds, gigabytes read slower.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def measure_candidates(trace, *, memory_budget: float | None, root: str, directo
                                **decide_args)
     if not candidates:
         return {}, []
-    progress(f"measuring {directory} for a disk tier (a few MB, removed)", 0.16)
+    progress(f"measuring {directory} for a disk tier (~100 MB written, removed)", 0.16)
     measured: dict[str, DiskMeasurement] = {}
     try:
         for c in candidates:

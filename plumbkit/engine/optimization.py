@@ -312,7 +312,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     ``disk_budget`` (bytes; None: off) lets a cache memory cannot hold go to a disk tier in
     ``cache_dir`` (default ``~/.cache/plumbkit``) where reading it back is predicted faster than
     recomputing it; without one the tier is offered (an option with the space it needs), never
-    written. The directory is measured first (a few MB, removed).
+    written. The directory is measured first (~100 MB written, removed).
     ``before_each(name)`` runs before every measured run (e.g. to drop the data from the page cache).
     ``should_stop()`` is asked between measured runs (a Cancel button): when it says yes, the
     comparison ends there, incomplete, and your pipeline comes back unchanged.
