@@ -151,6 +151,7 @@ def plan_summary(plan) -> dict:
             "write_bandwidth": plan.tier.measurement.write_bandwidth if plan.tier else None,
             "read_back_bytes": plan.tier.measurement.read_back_bytes if plan.tier else None,
             "read_cpu_per_element": plan.tier.measurement.read_cpu_per_element if plan.tier else None,
+            "write_cpu_per_element": plan.tier.measurement.write_cpu_per_element if plan.tier else None,
             "changes": [str(c) for c in plan.proposed_changes],
             "options": [str(o) for o in plan.options], "notes": plan.notes}
 
