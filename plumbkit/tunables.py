@@ -337,7 +337,7 @@ PROBE_BYTES = 8 * 1024 * 1024
 #: save, tracing its shard function, starting its threads: 90-135 ms here) moves by ~20 ms. At
 #: 8 MB (303 elements of 27 KB, ~36 ms to write) five probes read 45-180 us per element against a
 #: 340 MB write's 122; at 32 MB four differences read 74-135 us against 110-125.
-#: From: those measurements (session 50), 27 KB elements, rounded to 32 MB.
+#: From: those measurements (at 12f8ae5, with the probe of 029bdf0), 27 KB elements, rounded to 32 MB.
 #: Machine: the dev VM (2 cores).
 #: Sensitive to: the save's fixed cost against the write's per-byte cost (a faster CPU: both less).
 PROBE_WRITE_BYTES = 32 * 1024 * 1024
