@@ -8,8 +8,8 @@ from plumbkit.bench.pipelines import planted_skewed
 
 
 def test_the_tracer_and_the_live_widget_hardly_slow_the_pipeline_they_watch():
-    # three rounds in rotating order, each configuration on a fresh pipeline: the median pair
-    cost = overhead(planted_skewed(), seconds=1.0, rounds=3, with_widget=True)
+    # two rounds in rotating order, each configuration on a fresh pipeline: the mean of the pairs
+    cost = overhead(planted_skewed(), seconds=1.0, rounds=2, with_widget=True)
     # alone on 2 cores, 0.84-1.02 (the pipeline runs one call at a time: a core is left for the
     # tracer); the bench's goal is within 2 points, this bound says "hardly slows it"
     assert 0.7 < cost["ratio"] < 1.4, cost
