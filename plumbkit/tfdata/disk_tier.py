@@ -490,9 +490,9 @@ class _Filler:
 def _drop_elsewhere(holder: list) -> None:
     """Delete the iterator in ``holder`` on a thread of its own, not the fill's. Why: deleting a
     spent tf.data iterator joins tf.data's autotuning thread, which may be asleep in its wait
-    (TF's ``RootDataset::Iterator`` destructor): 0.2 s usually, 0.7-2.6 s in 6 of 34 deletes of
-    the image row's pipeline below its tier on the dev VM, none in 8 with autotuning off. Your
-    pipeline keeps its autotuning; the wait is moved off the fill's path."""
+    (TF's ``RootDataset::Iterator`` destructor): 0.2 s usually, 0.7-2.6 s in 6 of 26 deletes of
+    the image row's pipeline below its tier on the dev VM (autotuning on), none of 8 with it off.
+    Your pipeline keeps its autotuning; the wait is moved off the fill's path."""
     threading.Thread(target=holder.clear, name="plumbkit-drop-iterator", daemon=True).start()
 
 
