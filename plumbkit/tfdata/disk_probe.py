@@ -6,10 +6,10 @@ the plan measures, never assumes. The probe writes incompressible elements of th
 size in the tier's own form (:func:`.disk_tier.write_tier`: a fill's records and shards, through
 the same Python hand-over, without its guard) and syncs them, three times 32 MB: the write's
 bandwidth and its process CPU per element (which a fill pays on top of making the elements), the
-fixed costs (tracing, threads) measured apart on one-element tiers and left out. It then writes
-8 MB more, drops them from the page cache (``posix_fadvise``, as the bench does) and reads them
-back through the tier's reader, timing the wall clock and the process CPU, and removes what it
-wrote. Cost on the dev VM: ~110 MB written, 8 MB of it read, ~1.5 s. One probe per directory and
+fixed costs (tracing, threads) measured apart on one-element tiers and left out. It then drops
+the last write from the page cache (``posix_fadvise``, as the bench does) and reads its first
+8 MB back through the tier's reader, timing the wall clock and the process CPU, and removes what
+it wrote. Cost on the dev VM: ~100 MB written, 8 MB of it read, ~1.5 s. One probe per directory and
 element size (to a factor of two) per session. What the probe cannot measure well: a write that
 fast (where the difference is under 1 ms the bandwidth reads as a floor of several GB/s and does
 not bind the fill), and a tier read beyond what the VM's host still holds of recent writes.
@@ -73,8 +73,8 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
     """Write a one-element tier twice (the save's fixed costs: tracing, threads, metadata) and
     an ``n``-element one (:data:`PROBE_WRITE_BYTES`) :data:`WRITES` times: the median less the
     fixed cost is what ``n - 1`` elements cost to write and sync, in wall and process CPU. Then
-    write :data:`PROBE_BYTES` and read them back, evicted, timing all but the first minibatch
-    (opening the tier)."""
+    read the last one's first :data:`PROBE_BYTES` back, evicted, timing all but the first
+    minibatch (opening the tier)."""
     n = max(MIN_ELEMENTS, min(MAX_ELEMENTS, PROBE_WRITE_BYTES // size))
     read_n = max(MIN_ELEMENTS, min(n, PROBE_BYTES // size))
     data = np.random.default_rng(0).integers(0, 256, size=(n, size), dtype=np.uint8)  # incompressible
@@ -84,13 +84,11 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
         _write(data[:1], scratch / "warm")  # a first fill in the process traces its functions
         ones = [_write(data[:1], scratch / f"one-{k}") for k in range(2)]
         many = [_write(data, scratch / f"many-{k}") for k in range(WRITES)]
-        shutil.rmtree(scratch, ignore_errors=True)  # the read: a tier of its own, smaller
-        scratch.mkdir()
-        to_read = _write(data[:read_n], scratch / "read")
-        evicted = evict_from_page_cache(_files(scratch / "read")) > 0
-        per_record = disk_tier.record_elements(to_read.reader.element_spec)  # the untimed first minibatch: one record
+        last = many[-1]  # its first PROBE_BYTES read back
+        evicted = evict_from_page_cache(_files(scratch / f"many-{WRITES - 1}")) > 0
+        per_record = disk_tier.record_elements(last.reader.element_spec)  # the untimed first minibatch: one record
         batch = max(_read_batch(size, read_n), min(read_n // 8, per_record))
-        read = _read_figures(to_read.reader, batch=batch, per_element=to_read.bytes / read_n)
+        read = _read_figures(last.reader.take(read_n), batch=batch, per_element=last.bytes / n)
         free = float(shutil.disk_usage(directory).free)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -99,7 +97,7 @@ def _probe(directory: Path, size: int) -> DiskMeasurement:
     return DiskMeasurement(
         directory=str(directory), element_bytes=float(size),
         write_bandwidth=(many[0].bytes - setup.bytes) / max(seconds - setup.seconds, MIN_SECONDS), **read,
-        free_bytes=free, probe_bytes=sum(w.bytes for w in [*ones, *many, to_read]),
+        free_bytes=free, probe_bytes=sum(w.bytes for w in [*ones, *many]),
         probe_seconds=time.perf_counter() - started, evicted=evicted, write_setup_seconds=setup.seconds,
         write_cpu_per_element=max(0.0, cpu - setup.cpu) / max(n - 1, 1))
 
