@@ -26,6 +26,11 @@ from plumbkit.tunables import PREFETCH_LOSS
 #: speed-up is too noisy to tell (one disturbed round of three read 0.98x on CI beside 1.9x)
 TEST_PROTOCOL = Protocol(rounds=3, window=0.3, max_windows=4, fill_limit=20, extra_rounds=5)
 
+#: The two-map plan's comparison: five rounds of 0.5 s windows, its CPU per minibatch read
+#: against yours at 0.84-0.92 over six plans where three of 0.3 s read 0.71-1.23 over eight
+#: (the cores' speed steps for seconds at a time; see the prediction test below)
+TWO_MAP_PROTOCOL = dataclasses.replace(TEST_PROTOCOL, rounds=5, window=0.5)
+
 from conftest import (BRIEF, cpu_meter, heavy, interleaved_throughput, measured_against_the_clock,
                       medium, with_neighbour_cores)
 
@@ -79,7 +84,7 @@ def two_map_plan(request, _two_map_plans) -> tuple:
     if getattr(request.node, "execution_count", 1) > 1 or not _two_map_plans:
         truth = heavier_over_medium()
         truths = [truth()]
-        plan = plumbkit.optimize(two_maps, seconds=3, memory_budget=0, compare=False, protocol=TEST_PROTOCOL)
+        plan = plumbkit.optimize(two_maps, seconds=3, memory_budget=0, compare=False, protocol=TWO_MAP_PROTOCOL)
         truths.append(truth())
         _two_map_plans.update(plan=plan, truths=truths)
     return _two_map_plans["plan"], _two_map_plans["truths"]
@@ -135,38 +140,35 @@ def test_lp_allocation_follows_the_planted_costs_and_the_plan_is_faster(two_map_
 
 
 @measured_against_the_clock
-def test_the_plans_prediction_before_the_fact_is_within_25_percent_of_its_measurement(two_map_plan):
-    """Written sequentially, both maps are calibrated also with calls in flight and priced so in
-    the plan that parallelizes them: their CPU per element falls with concurrency (on ``planted()``
-    the same work cost 10.0 ms per minibatch run sequentially, 8.0-8.5 with parallel maps, timed
-    apart), and priced at the sequential figure the prediction was 26-35% low, run after run.
+def test_the_plans_cpu_per_minibatch_predicted_before_the_fact_follows_yours_measured_beside_it(two_map_plan):
+    """The plan's CPU per minibatch, predicted from the trace, over yours as the trace read it,
+    against the same ratio measured: the plan and yours in interleaved rounds. Both maps are
+    calibrated also with calls in flight and priced so in the plan that parallelizes them.
+
+    Why a ratio to yours and not the plan's own figure (the check before, one CI attempt in two
+    failing): this host's cores step in speed for seconds at a time (a fixed matmul loop pinned
+    to each core read 2.8 and 4.8-5.0 µs per call by turns, the two cores apart), and the trace
+    reads your pipeline with tf.data's runtime model on (``observable``; 3-18% more CPU per
+    minibatch than as you wrote it, interleaved). Both move the plan's figure and yours alike,
+    and cancel in the ratio; what is left is the model's. The throughput's prediction error is
+    the bench's to report, over its pipelines and both halves (``plumbkit bench``).
     Read from the LP test's plan (the same settings: one optimize instead of two)."""
     plan, _ = two_map_plan
-    # its CPU per minibatch is what the plan then used (process CPU: a busy neighbour stretches
-    # wall time, not this)
-    measured = plan.comparison["plumbkit"]
     heavier_op = plan.trace.op("map(heavier)")
     calls = next(int(c.value) for c in plan.proposed_changes if c.what == "parallelism" and c.node == heavier_op.name)
     # measured with the calls the plan gives it, at least one per core; shown, labelled
     assert heavier_op.parallel_calls == max(calls, plan.trace.analysis.cores) and "(p)" in str(plan.trace)
-    # The machine's own speed can move between the trace and the comparison (CI: yours spent
-    # 25.88 ms of CPU per minibatch at the trace, 19.70 while measured, and the plan's prediction,
-    # made from the first, read 26% above the plan's measurement, twice). The plan measures that
-    # drift on your pipeline and says so; where it did, its prediction is checked relative to
-    # yours, measured alike at both moments, and its throughput is not checked (said by -ra).
-    traced_yours, measured_yours = plan.trace.analysis.cpu_per_batch, plan.comparison["yours"].cpu_per_batch_median
-    drifted = any(n.startswith("the machine moved between the trace and the comparison") for n in plan.notes)
-    if drifted:
-        assert (plan.prediction.cpu_per_batch / traced_yours
-                == pytest.approx(measured.cpu_per_batch_median / measured_yours, rel=0.25)), str(plan)
-        pytest.skip(f"throughput not checked: the machine moved between the trace and the comparison "
-                    f"(yours {traced_yours * 1e3:.2f} then {measured_yours * 1e3:.2f} ms of CPU per minibatch); "
-                    f"the plan's CPU per minibatch relative to yours held")
-    assert plan.prediction.cpu_per_batch == pytest.approx(measured.cpu_per_batch_median, rel=0.25), str(plan)
-    if (measured.neighbour_cores or 0) >= 0.2:  # throughput needs the cores: beside busy neighbours, say so
-        pytest.skip(f"throughput not checked: measured beside {measured.neighbour_cores:.1f} busy neighbour "
-                    f"cores; the CPU per minibatch check passed")
-    assert plan.prediction_error <= 0.25, str(plan)
+    traced_yours = plan.trace.analysis.cpu_per_batch
+    measured_plan, measured_yours = (plan.comparison[name].cpu_per_batch_median for name in ("plumbkit", "yours"))
+    predicted, measured = plan.prediction.cpu_per_batch / traced_yours, measured_plan / measured_yours
+    why = (f"plan over yours, CPU per minibatch: predicted {predicted:.2f} ({plan.prediction.cpu_per_batch * 1e3:.2f} "
+           f"over {traced_yours * 1e3:.2f} ms traced), measured {measured:.2f} ({measured_plan * 1e3:.2f} over "
+           f"{measured_yours * 1e3:.2f} ms)\n{plan}\n{plan.trace}")
+    assert predicted == pytest.approx(measured, rel=0.25), why
+    # the wrong answer fails it: the plan priced with each map at its cost per call, not per
+    # element (the parallel form's three calls charged three times)
+    assert not (3 * predicted == pytest.approx(measured, rel=0.25)), why
+
 
 def test_a_cache_of_small_minibatches_gets_a_prefetch_only_where_the_consumer_gains_from_it():
     """Behind a cache of small minibatches the consumer's loop binds, and a prefetch can cost it a

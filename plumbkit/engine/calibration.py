@@ -109,11 +109,16 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
                       parallel_calls={name: max(cores, int(calls[name])) for name in ran_one_at_a_time})
     costs = dict(trace.calibration.costs)
     for name, cost in fresh.costs.items():
-        if name in costs and cost.parallel_cpu_per_element is not None:  # the rest as first calibrated
-            costs[name] = dataclasses.replace(costs[name], parallel_cpu_per_element=cost.parallel_cpu_per_element,
-                                              parallel_calls=cost.parallel_calls,
-                                              parallel_builds=cost.parallel_builds,
-                                              parallel_spread=cost.parallel_spread)
+        first = costs.get(name)
+        if first is None or cost.parallel_cpu_per_element is None or not cost.cpu_per_element:
+            continue  # the rest as first calibrated
+        # measured as a ratio to the one-call figure timed beside it, carried to the one-call
+        # figure the trace was read with: the cores' speed moves between the two calibrations
+        # (see calibrate._parallel)
+        carried = (first.cpu_per_element * cost.parallel_cpu_per_element / cost.cpu_per_element
+                   if first.cpu_per_element else cost.parallel_cpu_per_element)
+        costs[name] = dataclasses.replace(first, parallel_cpu_per_element=carried, parallel_calls=cost.parallel_calls,
+                                          parallel_builds=cost.parallel_builds, parallel_spread=cost.parallel_spread)
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
 
 

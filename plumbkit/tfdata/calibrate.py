@@ -341,7 +341,7 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
                         one_call=not hint.ran_parallel,
                         runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
-        cost = _parallel(forever, top, repeat, options, ratio, cost, parallel_calls)
+        cost = _parallel(forever, top, options, ratio, cost, parallel_calls, alone)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
     return cost
@@ -396,6 +396,10 @@ class _OverSample:
     read_wall: float
     elements: int  # per timed run
     runs: list[_Run]  # the timed runs with the operator
+    # what measured it, kept for a parallel form measured beside it (:func:`_parallel`)
+    with_op: "_Driver | None" = None
+    without: "_Driver | None" = None
+    nexts: int = 0
 
 
 def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _OverSample:
@@ -409,7 +413,7 @@ def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _Ov
     a_cpu, a_wall, n = _medians(a_runs)
     b_cpu, b_wall, _ = _medians(b_runs)
     return _OverSample(max(0.0, a_cpu - ratio * b_cpu), max(0.0, a_wall - ratio * b_wall), ratio * b_cpu,
-                       ratio * b_wall, n, a_runs)
+                       ratio * b_wall, n, a_runs, with_op, without, nexts)
 
 
 def _interleaved(first: "_Driver", second: "_Driver", nexts: int) -> tuple[list[_Run], list[_Run]]:
@@ -426,24 +430,55 @@ def _interleaved(first: "_Driver", second: "_Driver", nexts: int) -> tuple[list[
     return a_runs, b_runs
 
 
-def _parallel(graph_def, top: str, repeat: str, options, ratio: float, cost: OperatorCost,
-              calls: int) -> OperatorCost:
+def _parallel(graph_def, top: str, options, ratio: float, cost: OperatorCost, calls: int,
+              alone: _OverSample) -> OperatorCost:
     """An operator that ran one call at a time, measured again in its parallel form with
     ``calls`` calls in flight, over the same sample: its CPU per element changes with concurrency
     (a planted matmul map: 387 µs per element sequential, 356 with 2 calls, 347 with 3), and a
     plan that parallelizes it runs it so.
 
-    Measured as its one-call form is (:func:`_over_sample`: the operator over the sample less the
-    sample read alone, interleaved), not as a difference to a second build of its plain form:
-    a one-call map's figure moves from one build of its iterator to the next (a random flip read
-    50-101 µs per element in six calibrations, each settled within 15%), and that difference
-    carried the move of two builds into the parallel figure (15-67 µs in six, where the flip spent
-    21 inside its plan with three calls; 29-40 in six measured so)."""
-    wide = _widened(graph_def, top, cost, calls)
-    if wide is None:
+    Measured beside its one-call form, as a ratio: each build of the parallel form runs in turn
+    with the very drivers that measured the one-call figure (``alone``: the operator over the
+    sample, and the sample read alone), and the parallel figure is the one-call figure times the
+    median of the builds' ratios. On a shared host a core's speed steps for seconds at a time (a
+    fixed matmul loop pinned to each of the dev VM's two cores read 2.8 µs and 4.8-5.0 µs per
+    call by turns, the two cores stepping apart; ``docs/history.md``), and a parallel form timed
+    a second after its one-call form carried that step into the figure: on CI a plan's CPU per
+    minibatch was predicted at 27 ms where it spent 16-21, its parallel figures timed in a slow
+    stretch. Measured beside it, the step falls on both and cancels in the ratio."""
+    wide_graph = _widened(graph_def, top, cost, calls)
+    if wide_graph is None or alone.with_op is None or alone.without is None or not cost.cpu_per_element:
         return cost
-    figures = [_over_sample(wide, top, repeat, options, ratio).cpu for _ in range(PARALLEL_BUILDS)]
-    return _with_parallel_figures(cost, figures, calls)
+    ratios = []
+    for _ in range(PARALLEL_BUILDS):
+        wide = _Driver(_built(wide_graph, top, options), PULLED_PER_STEP, latency=False)
+        wide.run(WARM_ELEMENTS)
+        wide.run(WARM_ELEMENTS)
+        beside = _beside_one_call(wide, alone, ratio)
+        if beside is not None:
+            ratios.append(beside)
+    if not ratios:
+        return cost
+    return _with_parallel_figures(cost, [cost.cpu_per_element * r for r in ratios], calls)
+
+
+def _beside_one_call(wide: "_Driver", alone: _OverSample, ratio: float) -> float | None:
+    """The parallel form's CPU per element over the one-call form's, each less the sample's reads,
+    from runs of the three drivers in turn (the order turned every round) until the parallel
+    form's runs settle; None when the one-call form's own figure reads nothing here."""
+    drivers = [wide, alone.with_op, alone.without]
+    runs: list[list[_Run]] = [[], [], []]
+    for r in range(MAX_ROUNDS):
+        order = range(3) if r % 2 == 0 else reversed(range(3))
+        for k in order:
+            runs[k].append(drivers[k].run(alone.nexts))
+        if _settled(runs[0]):
+            break
+    wide_cpu, one_cpu, read_cpu = (_medians(r)[0] for r in runs)
+    one = one_cpu - ratio * read_cpu
+    if one <= 0:
+        return None
+    return max(0.0, wide_cpu - ratio * read_cpu) / one
 
 
 def _with_parallel_figures(cost: OperatorCost, figures: list[float], calls: int) -> OperatorCost:
