@@ -104,12 +104,26 @@ CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "03-optimize.ipynb", "04-caching-
                         "05-python-api.ipynb", "06-offload.ipynb", "07-model-in-the-loop.ipynb"}
 
 
+#: Phase 1's longest files (seconds of test time, three at a time, a CI run of session 50),
+#: handed to the workers first. pytest-xdist's ``--dist loadfile`` hands files out in the order
+#: they are collected, and alphabetically these came last: the phase ended on one worker running
+#: them while the other two sat idle.
+LONGEST_FIRST = ("test_notebook.py", "test_real_pipelines.py", "test_rebuild_property.py", "test_browser.py",
+                 "07-model-in-the-loop.ipynb", "04-caching-and-randomness.ipynb", "test_service.py",
+                 "test_cli.py", "test_optimize.py", "test_disk_plan.py", "test_bench.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):  # noqa: ANN001 - pytest's hook
-    """Mark the notebooks' cells that may run beside another test (a test file says so itself)."""
+    """Mark the notebooks' cells that may run beside another test (a test file says so itself);
+    under pytest-xdist, put the longest files first (:data:`LONGEST_FIRST`), each file's tests in
+    their order."""
     for item in items:
         if item.path.suffix == ".ipynb" and item.path.name in CONCURRENT_NOTEBOOKS:
             item.add_marker(pytest.mark.concurrent)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ANN001 - pytest's hook

@@ -25,8 +25,12 @@ from plumbkit.tfdata.options import sequential_options
 from conftest import measured_against_the_clock
 
 #: How close the prediction of the pipeline as traced must come to the trace's own throughput
-#: (the thread's time is read in a short calibration: -13% to +7% in three traces; the CPU, -30%).
-WITHIN = 0.15
+#: (the thread's time is read in a short calibration, seconds after the trace: -13% to +7% in
+#: three traces; -11% to +13% in five more on CI's Intel class, and -16% twice in one run of the
+#: measuring phase, where 15% failed it and its rerun; the CPU: -20% to -36%, and always further
+#: off than the thread's time, which the second assert checks). This host's cores step in speed
+#: by up to 1.75x for seconds (benchmarks/results/2026-11-29-core-speed-steps).
+WITHIN = 0.2
 
 
 def split_over_the_pool(x: tf.Tensor) -> tf.Tensor:
