@@ -115,6 +115,8 @@ def test_data_read_again_while_the_contenders_run_is_read_from_the_disk(tmp_path
         while len(passes) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert max(_resident(data), _resident(tier)) < 0.1, (len(passes), _resident(data), _resident(tier))
-        during = len(passes)
+    # counted once the block has ended (it joins the evictor): a pass may start between the check
+    # above and the block's end (CI: four passes counted, three read inside the block)
+    during = len(passes)
     time.sleep(0.1)
     assert during >= 3 and len(passes) == during  # it ran, and stopped with the block
