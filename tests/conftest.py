@@ -104,13 +104,13 @@ CONCURRENT_NOTEBOOKS = {"01-quickstart.ipynb", "03-optimize.ipynb", "04-caching-
                         "05-python-api.ipynb", "06-offload.ipynb", "07-model-in-the-loop.ipynb"}
 
 
-#: Phase 1's longest files (seconds of test time, three at a time, a CI run of session 50),
-#: handed to the workers first. pytest-xdist's ``--dist loadfile`` hands files out in the order
-#: they are collected, and alphabetically these came last: the phase ended on one worker running
-#: them while the other two sat idle.
-LONGEST_FIRST = ("test_notebook.py", "test_real_pipelines.py", "test_rebuild_property.py", "test_browser.py",
-                 "07-model-in-the-loop.ipynb", "04-caching-and-randomness.ipynb", "test_service.py",
-                 "test_cli.py", "test_optimize.py", "test_disk_plan.py", "test_bench.py")
+#: Phase 1's longest files (54-103 s of test time each, three at a time, one run of session 51),
+#: handed to the workers first (``tests/run`` turns xdist's own order off: most tests first, it
+#: handed out the property, browser and notebook files, few tests but long, last, and the phase
+#: ended on one worker running them while the others sat idle).
+LONGEST_FIRST = ("test_notebook.py", "test_real_pipelines.py", "test_rebuild_property.py", "06-offload.ipynb",
+                 "07-model-in-the-loop.ipynb", "04-caching-and-randomness.ipynb", "test_browser.py",
+                 "test_service.py", "test_cli.py", "test_optimize.py", "test_disk_plan.py", "test_bench.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
