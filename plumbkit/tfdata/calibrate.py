@@ -372,7 +372,7 @@ def _calibrate_fused(graph_def, op: Operator, options, hint: Hint,
     batch_forever = graph_edits.set_count(second, graph_edits.input_of(second, batch_top), -1)
     batch_alone = _Driver(_built(batch_forever, batch_top, options), PULLED_PER_STEP, latency=False)
     batch_alone.run(WARM_ELEMENTS)
-    with_map, without = _interleaved(pair, batch_alone, nexts)
+    with_map, without = _interleaved(nexts, pair, batch_alone)
     a_cpu, a_wall, n = _medians(with_map)
     b_cpu, b_wall, _ = _medians(without)
     size_of_batch = hint.fused_batch
@@ -397,9 +397,9 @@ class _OverSample:
     elements: int  # per timed run
     runs: list[_Run]  # the timed runs with the operator
     # what measured it, kept for a parallel form measured beside it (:func:`_parallel`)
-    with_op: "_Driver | None" = None
-    without: "_Driver | None" = None
-    nexts: int = 0
+    with_op: "_Driver"
+    without: "_Driver"
+    nexts: int  # loop steps per timed run
 
 
 def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _OverSample:
@@ -409,25 +409,24 @@ def _over_sample(graph_def, top: str, repeat: str, options, ratio: float) -> _Ov
     nexts = _grown(with_op)  # computes the sample if not yet, then sizes the runs
     without = _Driver(_built(graph_def, repeat, options), PULLED_PER_STEP * max(1, round(ratio)), latency=False)
     without.run(WARM_ELEMENTS)
-    a_runs, b_runs = _interleaved(with_op, without, nexts)
+    a_runs, b_runs = _interleaved(nexts, with_op, without)
     a_cpu, a_wall, n = _medians(a_runs)
     b_cpu, b_wall, _ = _medians(b_runs)
     return _OverSample(max(0.0, a_cpu - ratio * b_cpu), max(0.0, a_wall - ratio * b_wall), ratio * b_cpu,
                        ratio * b_wall, n, a_runs, with_op, without, nexts)
 
 
-def _interleaved(first: "_Driver", second: "_Driver", nexts: int) -> tuple[list[_Run], list[_Run]]:
-    """Runs of both drivers, in turn (the order flipped every round), until the first's have
-    settled (at least ROUNDS, at most MAX_ROUNDS)."""
-    a_runs: list[_Run] = []
-    b_runs: list[_Run] = []
+def _interleaved(nexts: int, *drivers: "_Driver") -> list[list[_Run]]:
+    """Runs of every driver, in turn (the order turned every round), until the first's have
+    settled (at least ROUNDS, at most MAX_ROUNDS); one list of runs per driver."""
+    runs: list[list[_Run]] = [[] for _ in drivers]
     for r in range(MAX_ROUNDS):
-        pair = [(first, a_runs), (second, b_runs)]
-        for driver, into in (pair if r % 2 == 0 else pair[::-1]):
-            into.append(driver.run(nexts))
-        if _settled(a_runs):
+        order = range(len(drivers)) if r % 2 == 0 else reversed(range(len(drivers)))
+        for k in order:
+            runs[k].append(drivers[k].run(nexts))
+        if _settled(runs[0]):
             break
-    return a_runs, b_runs
+    return runs
 
 
 def _parallel(graph_def, top: str, options, ratio: float, cost: OperatorCost, calls: int,
@@ -447,7 +446,7 @@ def _parallel(graph_def, top: str, options, ratio: float, cost: OperatorCost, ca
     minibatch was predicted at 27 ms where it spent 16-21, its parallel figures timed in a slow
     stretch. Measured beside it, the step falls on both and cancels in the ratio."""
     wide_graph = _widened(graph_def, top, cost, calls)
-    if wide_graph is None or alone.with_op is None or alone.without is None or not cost.cpu_per_element:
+    if wide_graph is None or not cost.cpu_per_element:
         return cost
     ratios = []
     for _ in range(PARALLEL_BUILDS):
@@ -465,15 +464,9 @@ def _parallel(graph_def, top: str, options, ratio: float, cost: OperatorCost, ca
 def _beside_one_call(wide: "_Driver", alone: _OverSample, ratio: float) -> float | None:
     """The parallel form's CPU per element over the one-call form's, each less the sample's reads,
     from runs of the three drivers in turn (the order turned every round) until the parallel
-    form's runs settle; None when the one-call form's own figure reads nothing here."""
-    drivers = [wide, alone.with_op, alone.without]
-    runs: list[list[_Run]] = [[], [], []]
-    for r in range(MAX_ROUNDS):
-        order = range(3) if r % 2 == 0 else reversed(range(3))
-        for k in order:
-            runs[k].append(drivers[k].run(alone.nexts))
-        if _settled(runs[0]):
-            break
+    form's runs settle (:func:`_interleaved`); None when the one-call form's own figure reads
+    nothing here."""
+    runs = _interleaved(alone.nexts, wide, alone.with_op, alone.without)
     wide_cpu, one_cpu, read_cpu = (_medians(r)[0] for r in runs)
     one = one_cpu - ratio * read_cpu
     if one <= 0:
@@ -514,7 +507,7 @@ def _with_calls(graph_def, top: str, node: str, options, plain: "_Driver", cost:
         parallel = _Driver(_built(wide, top, options), PULLED_PER_STEP, latency=False)
         parallel.run(WARM_ELEMENTS)
         parallel.run(WARM_ELEMENTS)
-        p_runs, s_runs = _interleaved(parallel, plain, nexts)
+        p_runs, s_runs = _interleaved(nexts, parallel, plain)
         change = (_medians(p_runs)[0] - _medians(s_runs)[0]) / elements_per_output
         figures.append(max(0.0, cost.cpu_per_element + change))
     return _with_parallel_figures(cost, figures, calls)
