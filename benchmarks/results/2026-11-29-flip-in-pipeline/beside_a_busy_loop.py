@@ -3,8 +3,9 @@ rounds), on an idle machine and beside a busy loop in another process (its CPU i
 process's). ``images``: normalize, flip and box crop over a cached sample of 256 images, batch(32),
 prefetch(2). ``matmul``: the tests' planted matmul maps over range(), batch(16), as the two-map
 tests run them (sequential options)."""
-import statistics, subprocess, sys, time
+import subprocess, sys
 import numpy as np, tensorflow as tf
+from interleaved import cpu_per_element
 from plumbkit.bench import examples as ex, pipelines as bp
 from plumbkit.bench.examples import planted_work
 
@@ -43,16 +44,8 @@ for it in variants.values():
         next(it)
 
 
-def measure(rounds=5):
-    res = {k: [] for k in variants}
-    for _ in range(rounds):
-        for k, it in variants.items():
-            c0, w0, m = time.process_time(), time.perf_counter(), 0
-            while time.perf_counter() - w0 < 0.4:
-                next(it)
-                m += 1
-            res[k].append((time.process_time() - c0) / m / per_next * 1e6)
-    med = {k: statistics.median(v) for k, v in res.items()}
+def measure():
+    med = cpu_per_element(variants, per_next, window=0.4)
     return {k: v - med[("none", 1)] for k, v in med.items() if k[0] != "none"}
 
 

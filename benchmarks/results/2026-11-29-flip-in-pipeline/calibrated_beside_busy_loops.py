@@ -1,6 +1,7 @@
-# Ran at fe28514 with busy_loops.py as plumbkit/host/load.py and the operator loop of
-# plumbkit.tfdata.calibrate.calibrate() run inside `other_cores_busy(available_cores())` when the module
-# switch CALIBRATE_BESIDE_BUSY_CORES is true (the change was not kept: NOTE.md).
+# Needs the change that was not kept (NOTE.md): `git apply calibrate_beside_busy_loops.diff` at
+# fe28514 (plumbkit/host/load.py, and calibrate()'s operator loop run inside
+# `other_cores_busy(available_cores())` while CALIBRATE_BESIDE_BUSY_CORES is true), then
+# `git checkout plumbkit && rm plumbkit/host/load.py` after.
 # ``maps``: flip + normalize over 256 cached images, three traces each way; ``image``: the bench's
 # random-flip pipeline, two each way.
 import sys, tempfile

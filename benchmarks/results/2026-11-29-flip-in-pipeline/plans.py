@@ -1,5 +1,9 @@
-"""Random flip / detection: per-op calibrated figures, the scale, predicted vs measured plan CPU."""
-import sys, json, time, tempfile
+"""Random flip / detection (``python plans.py flip|detection N``): N plans with the bench's
+protocol, one JSON line each: the plan's CPU per minibatch predicted (``pred``) and measured
+(``meas``), yours at the trace and in the comparison, the in-pipeline scale, throughput predicted
+and measured, and per operator [CPU per minibatch as the plan charges it (ms, scaled), one-call
+CPU per element calibrated alone (µs), its parallel form's (µs, 0: not measured), visit ratio]."""
+import sys, json, tempfile
 import plumbkit
 from plumbkit.bench import pipelines as bp
 from plumbkit.engine.compare import FULL
