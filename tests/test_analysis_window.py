@@ -131,3 +131,34 @@ def test_a_thread_is_charged_an_operators_one_call_wall_time_only_where_it_ran_o
     ev = evidence_from_trace(SimpleNamespace(analysis=a, pipeline=PIPE))
     assert ev.thread_cost == {"aug": pytest.approx(0.0015), "range": pytest.approx(0.001)}
     assert ev.cost["aug"] == pytest.approx(0.002)  # the cores still pay its CPU
+
+
+def test_a_parallel_form_calibrated_with_calls_in_flight_is_charged_as_measured_not_scaled_again():
+    """The in-pipeline scale takes out what one-call operators alone spend on an idle core; a
+    parallel form calibrated with a call in flight per core keeps the cores busy as a pipeline
+    does, so it is charged as measured. Scaled as well, the extra came out twice: the random
+    flip's parallel form cost 39-52 us per element inside its plan, was calibrated at 48-55 and
+    charged 31-35, and every such plan was priced 8-27% low (flip-in-pipeline NOTE)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from plumbkit.analysis.operational import Analysis, _empty_stats, in_pipeline_scale
+    from plumbkit.planning.predict import Layout, evidence_from_trace, predict
+
+    def stats(name, cpu, parallel=None):
+        return replace(_empty_stats(PIPE, name), cpu_seconds=cpu, rate_per_core=1 / cpu, visit_ratio=1.0,
+                       runtime="Map", parallelism=1, cpu_per_element=cpu, parallel_cpu_per_element=parallel,
+                       parallel_calls=2 if parallel else 0)
+
+    ops = [stats("aug", 0.004, parallel=0.0024), stats("decode", 0.004), stats("range", 0.002)]
+    # alone they add up to twice what the process spent: the one-call forms are charged half
+    a = Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=0.005, attributed_cpu_seconds=0.010,
+                 unattributed_share=0.0, cores=2, over_attributed_share=1.0)
+    assert in_pipeline_scale(a) == pytest.approx(0.5)
+    ev = evidence_from_trace(SimpleNamespace(analysis=a, pipeline=PIPE))
+    assert ev.cost["aug"] == pytest.approx(0.002)  # one call at a time: scaled
+    assert ev.parallel_cost["aug"] == pytest.approx(0.0024)  # two calls in flight: as calibrated
+    assert ev.parallel_cost["aug"] != pytest.approx(0.0024 * 0.5)  # negative control: scaled twice
+    # a plan that gives it two threads is charged the parallel form's figure
+    one, two = (predict(ev, Layout(threads={"aug": k})) for k in (1, 2))
+    assert two.cpu_per_batch - one.cpu_per_batch == pytest.approx(0.0024 - 0.002, abs=1e-9)

@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping, Protocol
 
 from ..analysis.costs import GIL_QUEUED
-from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch
+from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, in_pipeline_scale
 from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
@@ -301,8 +301,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
             threads[o.name] = int(o.parallelism)
         if (o.name in cost and o.name not in calibrated and o.parallel_cpu_per_element is not None
                 and o.cpu_per_element and ran_one_call_at_a_time(o.runtime, p[o.name].op, o.parallelism)):
-            # scaled as its one-call form is: as measured when it was calibrated fused with its batch
-            parallel[o.name] = cost[o.name] * o.parallel_cpu_per_element / o.cpu_per_element
+            parallel[o.name] = parallel_cpu_per_minibatch(a, o, cost[o.name])
         if (o.name in cost and o.name not in calibrated and o.thread_per_element is not None and o.visit_ratio
                 and not ran_parallel(o.runtime, p[o.name].op)):
             thread[o.name] = min(cost[o.name], o.thread_per_element * o.visit_ratio)
@@ -314,6 +313,20 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         parallel_cost=parallel, thread_cost=thread, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
         consumer_gil=a.consumer_cpu_per_batch or 0.0, tiers=dict(tiers or {}), neighbours=neighbours_within(a, cores),
     ))
+
+
+def parallel_cpu_per_minibatch(a: Analysis, o: OpStats, one_call: float) -> float:
+    """CPU per minibatch of operator ``o``'s parallel form, from ``one_call`` (its one-call form's,
+    in-pipeline scale applied) and the ratio of the two forms calibrated side by side.
+
+    Why not scaled: the in-pipeline scale removes what a one-call operator alone spends on the
+    idle core (its pool's threads spin between its elements); calibrated with a call in flight
+    per core, the parallel form keeps the cores busy as a pipeline does and carries no such
+    extra, so scaling it removes the extra a second time. Measured inside the random flip's plan
+    (benchmarks/results/2026-11-29-flip-in-pipeline): its parallel form cost 39-52 us per element,
+    calibrated 48-55 so, charged 31-35 scaled; every such plan was priced 8-27% low.
+    """
+    return one_call / in_pipeline_scale(a, o) * o.parallel_cpu_per_element / o.cpu_per_element
 
 
 def _restarts_read_against_the_model(ev: Evidence) -> Evidence:
