@@ -133,32 +133,46 @@ def test_a_thread_is_charged_an_operators_one_call_wall_time_only_where_it_ran_o
     assert ev.cost["aug"] == pytest.approx(0.002)  # the cores still pay its CPU
 
 
-def test_a_parallel_form_calibrated_with_calls_in_flight_is_charged_as_measured_not_scaled_again():
-    """The in-pipeline scale takes out what one-call operators alone spend on an idle core; a
-    parallel form calibrated with a call in flight per core keeps the cores busy as a pipeline
-    does, so it is charged as measured. Scaled as well, the extra came out twice: the random
-    flip's parallel form cost 39-52 us per element inside its plan, was calibrated at 48-55 and
-    charged 31-35, and every such plan was priced 8-27% low (flip-in-pipeline NOTE)."""
+def test_a_one_call_maps_surplus_over_its_parallel_form_is_taken_out_of_it_alone_and_both_forms_cost_the_same():
+    """Where a map's parallel form was measured beside its one-call form, what the one-call
+    figure spent beyond it is that map's spin on an idle core: it comes out of that map alone,
+    the scale spreads only the rest of the surplus, and both forms are charged the parallel
+    form's figure so scaled (inside the random flip's plan its one call and two cost the same).
+    Spread uniformly and then cut again by the parallel ratio, the surplus came out of it twice,
+    and every such plan was priced 8-27% low (flip-in-pipeline NOTE)."""
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from plumbkit.analysis.operational import Analysis, _empty_stats, in_pipeline_scale
+    from plumbkit.analysis.operational import Analysis, _empty_stats, idle_core_share, in_pipeline_scale
     from plumbkit.planning.predict import Layout, evidence_from_trace, predict
 
-    def stats(name, cpu, parallel=None):
+    def stats(name, cpu, parallel=None, fused=False):
         return replace(_empty_stats(PIPE, name), cpu_seconds=cpu, rate_per_core=1 / cpu, visit_ratio=1.0,
                        runtime="Map", parallelism=1, cpu_per_element=cpu, parallel_cpu_per_element=parallel,
-                       parallel_calls=2 if parallel else 0)
+                       parallel_calls=2 if parallel else 0, calibrated_fused=fused)
 
-    ops = [stats("aug", 0.004, parallel=0.0024), stats("decode", 0.004), stats("range", 0.002)]
-    # alone they add up to twice what the process spent: the one-call forms are charged half
-    a = Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=0.005, attributed_cpu_seconds=0.010,
-                 unattributed_share=0.0, cores=2, over_attributed_share=1.0)
-    assert in_pipeline_scale(a) == pytest.approx(0.5)
+    def analysis(ops, spent):  # one minibatch/s over 1 s: CPU per minibatch = CPU seconds
+        attributed = sum(o.cpu_seconds for o in ops)
+        return Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=attributed,
+                        unattributed_share=0.0, cores=2, over_attributed_share=max(0.0, attributed / spent - 1))
+
+    # alone they add up to twice what the process spent; aug's two calls cost 0.6 of its one
+    a = analysis([stats("aug", 0.004, parallel=0.0024), stats("decode", 0.004), stats("range", 0.002)], spent=0.005)
+    assert idle_core_share(a.ops[0]) == pytest.approx(0.4)
+    scale = 0.005 / (0.010 - 0.004 * 0.4)  # the surplus left once aug's own 1.6 ms is taken out of it
+    assert in_pipeline_scale(a) == pytest.approx(scale)
     ev = evidence_from_trace(SimpleNamespace(analysis=a, pipeline=PIPE))
-    assert ev.cost["aug"] == pytest.approx(0.002)  # one call at a time: scaled
-    assert ev.parallel_cost["aug"] == pytest.approx(0.0024)  # two calls in flight: as calibrated
-    assert ev.parallel_cost["aug"] != pytest.approx(0.0024 * 0.5)  # negative control: scaled twice
-    # a plan that gives it two threads is charged the parallel form's figure
+    assert ev.cost["aug"] == pytest.approx(0.0024 * scale)  # one call at a time: the parallel figure, scaled
+    assert ev.parallel_cost["aug"] == pytest.approx(0.0024 * scale)  # two calls in flight: the same
+    assert ev.cost["decode"] == pytest.approx(0.004 * scale)
+    assert sum(ev.cost.values()) == pytest.approx(a.cpu_seconds)  # the charges still add up to the process CPU
+    # negative controls: scaled twice (the uniform 0.5, then the ratio), and not scaled at all
+    assert ev.parallel_cost["aug"] != pytest.approx(0.0024 * 0.5)
+    assert ev.parallel_cost["aug"] != pytest.approx(0.0024)
     one, two = (predict(ev, Layout(threads={"aug": k})) for k in (1, 2))
-    assert two.cpu_per_batch - one.cpu_per_batch == pytest.approx(0.0024 - 0.002, abs=1e-9)
+    assert two.cpu_per_batch == pytest.approx(one.cpu_per_batch)
+    # a fused map's parallel gain is real in its pipeline: its ratio still carries it
+    fused = analysis([stats("aug", 0.004, parallel=0.0024, fused=True), stats("decode", 0.004)], spent=0.006)
+    assert idle_core_share(fused.ops[0]) == 0.0
+    ev = evidence_from_trace(SimpleNamespace(analysis=fused, pipeline=PIPE))
+    assert ev.cost["aug"] == pytest.approx(0.004) and ev.parallel_cost["aug"] == pytest.approx(0.0024)

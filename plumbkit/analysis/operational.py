@@ -630,15 +630,40 @@ def _files_opened(pipeline: Pipeline, rmap: RuntimeMap, snaps: list[Snapshot]) -
     return total
 
 
+def idle_core_share(o: OpStats) -> float:
+    """The share of operator ``o``'s one-call figure, calibrated alone, that its parallel form
+    measured beside it did not spend (0: not measured, fused, or no cheaper).
+
+    Why it is CPU spent on an idle core and not work: alone, a short one-call map leaves the
+    other core idle and its pool's threads spin there; with a call in flight per core they do
+    not. Inside a pipeline that keeps the cores busy the map costs what its parallel form does,
+    in either form (the random flip inside its plan: 39 us per element one call at a time, 39-33
+    with two; calibrated alone, 71-92 one call at a time, 48-55 with two). A map calibrated fused
+    with its batch was measured as the pipeline runs it: its parallel form's gain is real there
+    (the speech pipeline's mask: 0.94 ms per minibatch with one call, 0.54 with three)."""
+    c, p = o.cpu_per_element, o.parallel_cpu_per_element
+    if o.calibrated_fused or not c or p is None or p >= c:
+        return 0.0
+    return 1.0 - p / c
+
+
 def in_pipeline_scale(analysis: Analysis, o: OpStats | None = None) -> float:
     """The factor that brings operator ``o``'s calibrated CPU down to what the process really
-    spent while the pipeline ran, when calibrated alone the operators add up to more.
+    spent while the pipeline ran, when calibrated alone the operators add up to more (``o``
+    None: the factor of an operator with nothing known about it beyond its one-call figure).
 
     Why: an operator cut out and run alone pays for thread-pool threads spinning between its
     elements and for the calibration's own loop; inside a busy pipeline it pays less, and these
     costs do not add up (measured: two planted maps cost 1.3-1.6x alone what they cost in the
-    pipeline, and the plan was predicted 45% low). The shares between them stay the calibrated
-    ones. Never above 1: CPU that nobody accounts for is not spread onto operators.
+    pipeline, and the plan was predicted 45% low). Never above 1: CPU that nobody accounts for
+    is not spread onto operators.
+
+    Where an operator's parallel form was measured beside its one-call form, what its one-call
+    figure spent beyond it is known to be that operator's spin (:func:`idle_core_share`): it is
+    taken out of that operator alone, and the scale spreads only the rest of the surplus over
+    the others. Spread uniformly, it was taken out of every operator and then, by the parallel
+    form's ratio, out of that one again: plans that parallelized such a map were priced 8-27%
+    low (benchmarks/results/2026-11-29-flip-in-pipeline).
 
     A map calibrated inside the MapAndBatch tf.data fused it into (``o.calibrated_fused``) was
     measured as the pipeline runs it, and is charged so (1.0); the others share what the process
@@ -648,14 +673,15 @@ def in_pipeline_scale(analysis: Analysis, o: OpStats | None = None) -> float:
     """
     if o is not None and o.calibrated_fused:
         return 1.0
-    over = max(0.0, analysis.over_attributed_share)
-    if over <= 0:
+    if analysis.over_attributed_share <= 0:
         return 1.0
-    fused = sum(x.cpu_seconds for x in analysis.ops if x.calibrated_fused)
     spent, attributed = analysis.cpu_seconds, analysis.attributed_cpu_seconds
-    if 0 < fused < spent and attributed > fused:
-        return min(1.0, (spent - fused) / (attributed - fused))
-    return 1.0 / (1.0 + over)
+    fused = sum(x.cpu_seconds for x in analysis.ops if x.calibrated_fused)
+    spin = sum(x.cpu_seconds * idle_core_share(x) for x in analysis.ops)
+    if not (0 <= fused < spent and attributed - fused - spin > 0):
+        return 1.0 / (1.0 + analysis.over_attributed_share)
+    scale = min(1.0, (spent - fused) / (attributed - fused - spin))
+    return scale * (1.0 - idle_core_share(o)) if o is not None else scale
 
 
 def cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:

@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping, Protocol
 
 from ..analysis.costs import GIL_QUEUED
-from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, in_pipeline_scale
+from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, idle_core_share
 from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
@@ -316,17 +316,16 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
 
 
 def parallel_cpu_per_minibatch(a: Analysis, o: OpStats, one_call: float) -> float:
-    """CPU per minibatch of operator ``o``'s parallel form, from ``one_call`` (its one-call form's,
-    in-pipeline scale applied) and the ratio of the two forms calibrated side by side.
+    """CPU per minibatch of operator ``o``'s parallel form, from ``one_call`` (its one-call
+    form's, :func:`cpu_per_minibatch`) and the ratio of the two forms calibrated side by side.
 
-    Why not scaled: the in-pipeline scale removes what a one-call operator alone spends on the
-    idle core (its pool's threads spin between its elements); calibrated with a call in flight
-    per core, the parallel form keeps the cores busy as a pipeline does and carries no such
-    extra, so scaling it removes the extra a second time. Measured inside the random flip's plan
-    (benchmarks/results/2026-11-29-flip-in-pipeline): its parallel form cost 39-52 us per element,
-    calibrated 48-55 so, charged 31-35 scaled; every such plan was priced 8-27% low.
-    """
-    return one_call / in_pipeline_scale(a, o) * o.parallel_cpu_per_element / o.cpu_per_element
+    Where the one-call figure's surplus over the parallel form is the spin of an idle core
+    (:func:`idle_core_share`), ``one_call`` already charges the parallel form's figure, scaled: in
+    a pipeline both forms cost that. Otherwise the ratio carries it (a fused map's real gain; a
+    parallel form that costs more, contended)."""
+    if a.over_attributed_share > 0 and idle_core_share(o) > 0:
+        return one_call
+    return one_call * o.parallel_cpu_per_element / o.cpu_per_element
 
 
 def _restarts_read_against_the_model(ev: Evidence) -> Evidence:
