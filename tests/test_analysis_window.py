@@ -23,6 +23,16 @@ PIPE = Pipeline(operators={
 }, root="aug")
 
 
+def _analysis_of(ops, spent):
+    """An analysis of ``ops`` over a window of one minibatch in 1 s (CPU per minibatch = CPU
+    seconds) in which the process spent ``spent``."""
+    from plumbkit.analysis.operational import Analysis
+
+    attributed = sum(o.cpu_seconds for o in ops)
+    return Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=attributed,
+                    unattributed_share=0.0, cores=2, over_attributed_share=max(0.0, attributed / spent - 1))
+
+
 def snapshots():
     """1,000 elements/s for 3 s. The cache fills at t = 1.25 s: until then ``decode`` runs
     (1 ms an element), then its runtime node is gone and ``aug`` (0.5 ms) reads the cache."""
@@ -84,28 +94,23 @@ def test_a_map_calibrated_fused_with_its_batch_is_charged_as_measured_and_the_re
     still add up to the process CPU."""
     from dataclasses import replace
 
-    from plumbkit.analysis.operational import Analysis, _empty_stats, cpu_per_minibatch, in_pipeline_scale
-
-    def analysis(ops, spent):  # one minibatch/s over 1 s: CPU per minibatch = CPU seconds
-        attributed = sum(o.cpu_seconds for o in ops)
-        return Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=attributed,
-                        unattributed_share=0.0, cores=2, over_attributed_share=max(0.0, attributed / spent - 1))
+    from plumbkit.analysis.operational import _empty_stats, cpu_per_minibatch, in_pipeline_scale
 
     def stats(name, cpu, fused=False):
         return replace(_empty_stats(PIPE, name), cpu_seconds=cpu, rate_per_core=1 / cpu, calibrated_fused=fused)
 
     fused, cut_out = stats("aug", 0.8, fused=True), stats("decode", 1.6)
-    a = analysis([fused, cut_out], spent=2.0)
+    a = _analysis_of([fused, cut_out], spent=2.0)
     assert in_pipeline_scale(a, fused) == 1.0
     assert cpu_per_minibatch(a, fused) == pytest.approx(0.8)
     assert cpu_per_minibatch(a, cut_out) == pytest.approx(1.2)  # (2.0 - 0.8) / 1.6 of its calibrated 1.6
     assert cpu_per_minibatch(a, fused) + cpu_per_minibatch(a, cut_out) == pytest.approx(a.cpu_seconds)
     # negative control: both cut out alone share the scale (2.0 / 2.4), the map's charge shrinks with it
-    plain = analysis([stats("aug", 0.8), cut_out], spent=2.0)
+    plain = _analysis_of([stats("aug", 0.8), cut_out], spent=2.0)
     assert cpu_per_minibatch(plain, plain.ops[0]) == pytest.approx(0.8 / 1.2)
     assert cpu_per_minibatch(plain, cut_out) == pytest.approx(1.6 / 1.2)
     # never above 1: CPU nobody accounts for is not spread onto operators
-    assert cpu_per_minibatch(analysis([fused, cut_out], spent=3.0), cut_out) == pytest.approx(1.6)
+    assert cpu_per_minibatch(_analysis_of([fused, cut_out], spent=3.0), cut_out) == pytest.approx(1.6)
 
 
 def test_a_thread_is_charged_an_operators_one_call_wall_time_only_where_it_ran_one_call_at_a_time():
@@ -143,7 +148,7 @@ def test_a_one_call_maps_surplus_over_its_parallel_form_is_taken_out_of_it_alone
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from plumbkit.analysis.operational import Analysis, _empty_stats, idle_core_share, in_pipeline_scale
+    from plumbkit.analysis.operational import _empty_stats, idle_core_share, in_pipeline_scale
     from plumbkit.planning.predict import Layout, evidence_from_trace, predict
 
     def stats(name, cpu, parallel=None, fused=False):
@@ -151,13 +156,8 @@ def test_a_one_call_maps_surplus_over_its_parallel_form_is_taken_out_of_it_alone
                        runtime="Map", parallelism=1, cpu_per_element=cpu, parallel_cpu_per_element=parallel,
                        parallel_calls=2 if parallel else 0, calibrated_fused=fused)
 
-    def analysis(ops, spent):  # one minibatch/s over 1 s: CPU per minibatch = CPU seconds
-        attributed = sum(o.cpu_seconds for o in ops)
-        return Analysis(throughput=1.0, window=(0.0, 1.0), ops=ops, cpu_seconds=spent, attributed_cpu_seconds=attributed,
-                        unattributed_share=0.0, cores=2, over_attributed_share=max(0.0, attributed / spent - 1))
-
     # alone they add up to twice what the process spent; aug's two calls cost 0.6 of its one
-    a = analysis([stats("aug", 0.004, parallel=0.0024), stats("decode", 0.004), stats("range", 0.002)], spent=0.005)
+    a = _analysis_of([stats("aug", 0.004, parallel=0.0024), stats("decode", 0.004), stats("range", 0.002)], spent=0.005)
     assert idle_core_share(a.ops[0]) == pytest.approx(0.4)
     scale = 0.005 / (0.010 - 0.004 * 0.4)  # the surplus left once aug's own 1.6 ms is taken out of it
     assert in_pipeline_scale(a) == pytest.approx(scale)
@@ -172,7 +172,14 @@ def test_a_one_call_maps_surplus_over_its_parallel_form_is_taken_out_of_it_alone
     one, two = (predict(ev, Layout(threads={"aug": k})) for k in (1, 2))
     assert two.cpu_per_batch == pytest.approx(one.cpu_per_batch)
     # a fused map's parallel gain is real in its pipeline: its ratio still carries it
-    fused = analysis([stats("aug", 0.004, parallel=0.0024, fused=True), stats("decode", 0.004)], spent=0.006)
+    fused = _analysis_of([stats("aug", 0.004, parallel=0.0024, fused=True), stats("decode", 0.004)], spent=0.006)
     assert idle_core_share(fused.ops[0]) == 0.0
     ev = evidence_from_trace(SimpleNamespace(analysis=fused, pipeline=PIPE))
     assert ev.cost["aug"] == pytest.approx(0.004) and ev.parallel_cost["aug"] == pytest.approx(0.0024)
+    # where the scale falls back to the uniform share (a fused map read more than the process
+    # spent), no spin was taken out: the one-call form keeps the uniform scale, the parallel form
+    # its ratio on top of it
+    fallback = _analysis_of([stats("aug", 0.006, fused=True), stats("decode", 0.004, parallel=0.0024)], spent=0.005)
+    ev = evidence_from_trace(SimpleNamespace(analysis=fallback, pipeline=PIPE))
+    assert ev.cost["decode"] == pytest.approx(0.004 * 0.5)
+    assert ev.parallel_cost["decode"] == pytest.approx(0.0024 * 0.5)

@@ -671,17 +671,24 @@ def in_pipeline_scale(analysis: Analysis, o: OpStats | None = None) -> float:
     batch read 0.78 ms per minibatch so and spent 0.76 inside its pipeline (with two calls: 0.81
     and 0.80); scaled, 0.53, and a plan that gave it two calls was predicted 17% low.
     """
+    scale, spin_taken = _spread_scale(analysis, o)
+    return scale * (1.0 - idle_core_share(o)) if o is not None and spin_taken else scale
+
+
+def _spread_scale(analysis: Analysis, o: OpStats | None) -> tuple[float, bool]:
+    """The scale spread over operator ``o`` (None: any operator cut out alone), and whether each
+    operator's own spin (:func:`idle_core_share`) was taken out of the surplus before it was spread
+    (the one place that decides it, for both of an operator's forms)."""
     if o is not None and o.calibrated_fused:
-        return 1.0
+        return 1.0, False
     if analysis.over_attributed_share <= 0:
-        return 1.0
+        return 1.0, False
     spent, attributed = analysis.cpu_seconds, analysis.attributed_cpu_seconds
     fused = sum(x.cpu_seconds for x in analysis.ops if x.calibrated_fused)
     spin = sum(x.cpu_seconds * idle_core_share(x) for x in analysis.ops)
     if not (0 <= fused < spent and attributed - fused - spin > 0):
-        return 1.0 / (1.0 + analysis.over_attributed_share)
-    scale = min(1.0, (spent - fused) / (attributed - fused - spin))
-    return scale * (1.0 - idle_core_share(o)) if o is not None else scale
+        return 1.0 / (1.0 + analysis.over_attributed_share), False
+    return min(1.0, (spent - fused) / (attributed - fused - spin)), True
 
 
 def cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:
@@ -697,6 +704,23 @@ def cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:
     if not (rate > 0 and math.isfinite(rate)):
         return 0.0
     return in_pipeline_scale(analysis, o) / rate
+
+
+def parallel_cpu_per_minibatch(analysis: Analysis, o: OpStats) -> float | None:
+    """Core-seconds per root minibatch of operator ``o``'s parallel form, from its figure measured
+    beside its one-call form (None: not measured or unknown; 0.0: costs nothing).
+
+    Its figure carries none of the one-call form's spin, so it is charged with the scale spread
+    over every operator and nothing taken out of it again: where that spin was taken out of the
+    one-call form (:func:`in_pipeline_scale`), both forms cost the same, as inside the random
+    flip's plan. A map calibrated fused with its batch keeps its ratio (its gain is real there),
+    as does a parallel form that costs more than one call at a time (contended)."""
+    rate, one, parallel = o.rate_per_core, o.cpu_per_element, o.parallel_cpu_per_element
+    if rate is None or parallel is None or not one:
+        return None
+    if not (rate > 0 and math.isfinite(rate)):
+        return 0.0
+    return _spread_scale(analysis, o)[0] * parallel / one / rate
 
 
 def current_capacity(o: OpStats, analysis: Analysis) -> float:

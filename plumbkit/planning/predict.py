@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Iterable, Mapping, Protocol
 
 from ..analysis.costs import GIL_QUEUED
-from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, idle_core_share
+from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, parallel_cpu_per_minibatch
 from ..model.demand import ModelDemand
 from ..model.pipeline import Pipeline
 from ..model.plan import Change
@@ -301,7 +301,7 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
             threads[o.name] = int(o.parallelism)
         if (o.name in cost and o.name not in calibrated and o.parallel_cpu_per_element is not None
                 and o.cpu_per_element and ran_one_call_at_a_time(o.runtime, p[o.name].op, o.parallelism)):
-            parallel[o.name] = parallel_cpu_per_minibatch(a, o, cost[o.name])
+            parallel[o.name] = parallel_cpu_per_minibatch(a, o)
         if (o.name in cost and o.name not in calibrated and o.thread_per_element is not None and o.visit_ratio
                 and not ran_parallel(o.runtime, p[o.name].op)):
             thread[o.name] = min(cost[o.name], o.thread_per_element * o.visit_ratio)
@@ -313,19 +313,6 @@ def evidence_from_trace(trace: Traced, *, cores: float | None = None,
         parallel_cost=parallel, thread_cost=thread, demands=tuple(demands(a, max_threads=parallelism_caps(p))),
         consumer_gil=a.consumer_cpu_per_batch or 0.0, tiers=dict(tiers or {}), neighbours=neighbours_within(a, cores),
     ))
-
-
-def parallel_cpu_per_minibatch(a: Analysis, o: OpStats, one_call: float) -> float:
-    """CPU per minibatch of operator ``o``'s parallel form, from ``one_call`` (its one-call
-    form's, :func:`cpu_per_minibatch`) and the ratio of the two forms calibrated side by side.
-
-    Where the one-call figure's surplus over the parallel form is the spin of an idle core
-    (:func:`idle_core_share`), ``one_call`` already charges the parallel form's figure, scaled: in
-    a pipeline both forms cost that. Otherwise the ratio carries it (a fused map's real gain; a
-    parallel form that costs more, contended)."""
-    if a.over_attributed_share > 0 and idle_core_share(o) > 0:
-        return one_call
-    return one_call * o.parallel_cpu_per_element / o.cpu_per_element
 
 
 def _restarts_read_against_the_model(ev: Evidence) -> Evidence:
