@@ -462,6 +462,7 @@ STEPS = st.lists(
 
 def build(steps) -> tf.data.Dataset:
     ds, rank = tf.data.Dataset.range(24), 0
+    ragged = False  # the elements' first dimension may differ: the first batch kept a short remainder
     for step in steps:
         kind = step[0]
         if kind == "map":
@@ -469,10 +470,15 @@ def build(steps) -> tf.data.Dataset:
         elif kind == "filter":
             ds = ds.filter(lambda x, m=step[1]: tf.reduce_sum(x) % m != 0)
         elif kind == "batch":
-            # Batches of batches must have equal shapes: drop ragged remainders there.
-            ds, rank = ds.batch(step[1], drop_remainder=step[2] or rank > 0), rank + 1
+            # Batches of batches must have equal shapes: drop ragged remainders there, and batch
+            # one at a time elements whose first batch kept a short remainder (take(3).batch(2)
+            # .batch(2) would stack a [2] and a [1]: a pipeline that raises as written).
+            size, drop = (1 if ragged else step[1]), step[2] or rank > 0
+            ragged = ragged or (rank == 0 and not drop and size > 1)
+            ds, rank = ds.batch(size, drop_remainder=drop), rank + 1
         elif kind == "unbatch" and rank > 0:
             ds, rank = ds.unbatch(), rank - 1
+            ragged = ragged and rank > 0
         elif kind == "take":
             ds = ds.take(step[1])
         elif kind == "skip":
