@@ -15,6 +15,15 @@ Pure Python, imports nothing: every module may import from it.
 
 from __future__ import annotations
 
+# -- Epoch restarts (plumbkit.tfdata.runtime_costs.epoch_restart) ------------------------------
+
+#: The share of an epoch at either end that its mid-epoch interval leaves out (it times the
+#: middle three fifths, away from the restart): a shuffle buffer holding at least this share of
+#: its epoch's elements fills or drains inside that middle, so the interval is not the steady rate.
+#: From: a definition, not a measurement (the window of 06b1f10's restart measurement).
+#: Sensitive to: nothing on the machine; a wider window reads noisier epochs.
+MID_EPOCH_EDGE = 0.2
+
 # -- Calibration: what an operator costs, run alone (plumbkit.tfdata.calibrate) --------------
 
 #: Process CPU seconds one timed calibration run of an operator aims at.

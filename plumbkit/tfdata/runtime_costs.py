@@ -19,6 +19,7 @@ from typing import Callable
 import tensorflow as tf
 
 from ..host.machine import others_seconds, read_machine
+from ..tunables import MID_EPOCH_EDGE
 from .options import sequential_options
 from .run import Runner
 
@@ -183,7 +184,7 @@ def epoch_restart(ds: tf.data.Dataset, minibatches: int | None = None, *, epochs
     n = len(stamps[0])
     excess, durations = [], []
     for e in range(1, epochs):  # the first epoch fills caches and builds functions
-        a, b = n // 5, 4 * n // 5
+        a, b = int(n * MID_EPOCH_EDGE), int(n * (1 - MID_EPOCH_EDGE))
         interval = (stamps[e][b] - stamps[e][a]) / (b - a)
         durations.append(stamps[e + 1][0] - stamps[e][0])
         excess.append(durations[-1] - n * interval)
