@@ -128,7 +128,11 @@ def test_a_plan_whose_cache_is_larger_than_estimated_stays_within_its_budget():
     base = process.memory_info().rss
     with PeakRss() as rss:  # the trace, the guarded fill and the measured runs
         plan = plumbkit.optimize(slow_then_big, seconds=1.5, compare=False, memory_budget=budget, protocol=GUARDED)
-    assert rss.peak - base < budget + 150 * MB
+    # CI at 53d6d68 read 437 MB here once (three test files at a time; alone on the dev VM 115-191
+    # MB): the message says which branch the plan took, to tell a guard that let too much in from
+    # the allocator keeping freed pages
+    assert rss.peak - base < budget + 150 * MB, (f"grew {(rss.peak - base) / MB:.0f} MB; cache {plan.cache}; "
+                                                f"notes {plan.notes[:2]}")
     got, growth, error = sizes_and_growth(plan.dataset)
     if plan.cache.node is None:  # the optimizer filled the cache, the guard stopped it: no cache
         note = next(n for n in plan.notes if n.startswith(GUARD_MARKER))
