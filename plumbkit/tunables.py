@@ -21,6 +21,7 @@ from __future__ import annotations
 #: middle three fifths, away from the restart): a shuffle buffer holding at least this share of
 #: its epoch's elements fills or drains inside that middle, so the interval is not the steady rate.
 #: From: a definition, not a measurement (the window of 06b1f10's restart measurement).
+#: Machine: none (the same on every machine).
 #: Sensitive to: nothing on the machine; a wider window reads noisier epochs.
 MID_EPOCH_EDGE = 0.2
 
