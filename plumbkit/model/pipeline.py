@@ -61,6 +61,8 @@ KIND_BY_FAMILY: dict[str, str] = {
 
 #: Kinds that read files (their element counts relate to bytes on disk).
 FILE_SOURCE_KINDS = frozenset({"tfrecord", "text_line", "fixed_length_record"})
+#: Kinds that hold a buffer of elements and hand them out in a drawn order.
+SHUFFLE_KINDS = frozenset({"shuffle", "shuffle_and_repeat"})
 #: Kinds whose work can be spread over several threads (tf.data has a parallel form).
 PARALLELIZABLE_KINDS = frozenset({"map", "interleave", "batch", "map_and_batch"})
 

@@ -44,7 +44,7 @@ from typing import Iterable, Mapping, Protocol
 from ..analysis.costs import GIL_QUEUED
 from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, parallel_cpu_per_minibatch
 from ..model.demand import ModelDemand
-from ..model.pipeline import Pipeline
+from ..model.pipeline import SHUFFLE_KINDS, Pipeline
 from ..model.plan import Change
 from ..tunables import MAX_CONCURRENCY, MID_EPOCH_EDGE, NEIGHBOUR_FLOOR
 from .lp import GIL, Demand, LPSolution, solve_cpu_lp, solve_resource_lp
@@ -344,7 +344,7 @@ def _buffer_spans_mid_epoch(ev: Evidence, r: EpochRestarts) -> bool:
         return False
     for op in [p[r.below], *p.descendants(r.below)]:
         buffer, visits = op.tunables.get("buffer_size"), ev.visits.get(op.name)
-        if op.kind in ("shuffle", "shuffle_and_repeat") and isinstance(buffer, (int, float)) and visits:
+        if op.kind in SHUFFLE_KINDS and isinstance(buffer, (int, float)) and visits:
             if buffer >= MID_EPOCH_EDGE * visits * r.minibatches:
                 return True
     return False

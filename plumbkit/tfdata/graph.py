@@ -19,7 +19,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, types_pb2
 from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.errors import PipelineError
-from ..model.pipeline import FILE_SOURCE_KINDS, Operator, Pipeline, kind_of
+from ..model.pipeline import FILE_SOURCE_KINDS, SHUFFLE_KINDS, Operator, Pipeline, kind_of
 from .graph_walk import node_ref
 from .python_ops import PYTHON_OPS, callable_of, own_random_names, user_callables
 
@@ -341,7 +341,7 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
         tunables = _tunables(node.op, node, consts)
         kind = kind_of(node.op)
         random = any(library.is_random(f) for f in functions) or node.op in _RANDOM_OPS
-        if kind in ("shuffle", "shuffle_and_repeat"):
+        if kind in SHUFFLE_KINDS:
             random = tunables.get("reshuffle_each_iteration", True) or not tunables.get("seed")
         strings = [v for ref in _input_names(node) for v in _as_list(consts.get(ref))]
         for f in functions:
