@@ -44,7 +44,7 @@ from typing import Iterable, Mapping, Protocol
 from ..analysis.costs import GIL_QUEUED
 from ..analysis.operational import Analysis, OpStats, cpu_per_minibatch, parallel_cpu_per_minibatch
 from ..model.demand import ModelDemand
-from ..model.pipeline import SHUFFLE_KINDS, Pipeline
+from ..model.pipeline import SHUFFLE_KINDS, Operator, Pipeline
 from ..model.plan import Change
 from ..tunables import MAX_CONCURRENCY, MID_EPOCH_EDGE, NEIGHBOUR_FLOOR
 from .lp import GIL, Demand, LPSolution, solve_cpu_lp, solve_resource_lp
@@ -339,15 +339,19 @@ def restarts_read_against_the_model(ev: Evidence) -> Evidence:
 def _buffer_spans_mid_epoch(ev: Evidence, r: EpochRestarts) -> bool:
     """A shuffle that restarts holds at least :data:`MID_EPOCH_EDGE` of its epoch's elements: it
     still fills, or already drains, while the restart measurement times the mid-epoch rate."""
-    p = ev.pipeline
-    if r.below not in p.operators:
-        return False
-    for op in [p[r.below], *p.descendants(r.below)]:
+    for op in _restart_scope(ev, r):
         buffer, visits = op.tunables.get("buffer_size"), ev.visits.get(op.name)
         if op.kind in SHUFFLE_KINDS and isinstance(buffer, (int, float)) and visits:
             if buffer >= MID_EPOCH_EDGE * visits * r.minibatches:
                 return True
     return False
+
+
+def _restart_scope(ev: Evidence, r: EpochRestarts) -> list[Operator]:
+    """The operators an epoch restart starts again: the one it is measured below and all under it
+    (none where that operator is not in the pipeline)."""
+    p = ev.pipeline
+    return [p[r.below], *p.descendants(r.below)] if r.below in p.operators else []
 
 
 def neighbours_within(a: Analysis, cores: float | None) -> float:
@@ -588,12 +592,12 @@ def restart_seconds(ev: Evidence, layout: Layout, free: Iterable[str]) -> float:
     elements' work through the depth; a cache the layout adds below makes what is under it free,
     and its start-up with it). 0: no restarts measured."""
     r = ev.runtime.restarts
-    if r is None or r.below not in ev.pipeline.operators:
+    scope = {o.name for o in _restart_scope(ev, r)} if r is not None else set()
+    if not scope:
         return 0.0
     startup = r.startup if ev.restart_as_traced is None else ev.restart_as_traced
     if startup <= 0:
         return 0.0
-    scope = {r.below} | {o.name for o in ev.pipeline.descendants(r.below)}
     as_traced = free_in_steady_state(ev, layout_as_traced(ev))
     traced = sum(ev.cost.get(n, 0.0) for n in scope - as_traced)
     runs = sum(ev.cost.get(n, 0.0) for n in scope - set(free) - set(layout.cached))
