@@ -138,7 +138,7 @@ def optimize_and_read_back(budget: float) -> dict:
     with PeakRss() as rss:  # the trace, the guarded fill and the measured runs
         plan = plumbkit.optimize(slow_then_big, seconds=1.5, compare=False, memory_budget=budget, protocol=GUARDED)
     got, growth, error = sizes_and_growth(plan.dataset)
-    return dict(optimizing=rss.peak - base, label=plan.cache.label, bytes=plan.cache.bytes, cache=str(plan.cache),
+    return dict(optimizing=rss.peak - base, node=plan.cache.node, label=plan.cache.label, bytes=plan.cache.bytes, cache=str(plan.cache),
                 notes=list(plan.notes), cache_changes=len([c for c in plan.changes if c.what == "cache"]),
                 got=got, reading=growth, error=error.message if error is not None else None)
 
@@ -150,7 +150,7 @@ def test_a_plan_whose_cache_is_larger_than_estimated_stays_within_its_budget():
     assert run["optimizing"] < budget + 150 * MB, (f"grew {run['optimizing'] / MB:.0f} MB; cache {run['cache']}; "
                                                    f"notes {run['notes'][:2]}")
     got, growth, error = run["got"], run["reading"], run["error"]
-    if run["label"] is None:  # the optimizer filled the cache, the guard stopped it: no cache
+    if run["node"] is None:  # the optimizer filled the cache, the guard stopped it: no cache
         note = next(n for n in run["notes"] if n.startswith(GUARD_MARKER))
         assert "passed its limit of 150.0 MB" in note and "the plan caches nothing" in note
         assert not run["cache_changes"]
