@@ -71,6 +71,10 @@ def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight
     name = next(op.name for op in pipeline if op.kind == "map")
     sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}).costs[name]
     assert sequential.parallel_calls == 2 and sequential.parallel_cpu_per_element is not None
+    assert sequential.parallel_idle_per_element is None  # not asked for: no second of windows
+    asked = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2},
+                          hints={name: cal.Hint(per_minibatch=4.0, idle_cores=2)}).costs[name]
+    assert asked.parallel_idle_per_element is not None and asked.parallel_idle_per_element >= 0
     assert sequential.parallel_builds == PARALLEL_BUILDS and sequential.parallel_spread >= 0
     # the same work, a little cheaper or dearer per element with concurrency: never another order
     assert 0.5 * sequential.cpu_per_element < sequential.parallel_cpu_per_element < 1.5 * sequential.cpu_per_element
@@ -112,11 +116,15 @@ def test_a_fused_map_that_ran_one_call_at_a_time_is_also_measured_with_the_plans
     ev = evidence_from_trace(again)
     assert ev.parallel_cost[fused.name] == pytest.approx(o.parallel_cpu_per_element * o.visit_ratio, rel=1e-6)
     assert ev.cost[fused.name] == pytest.approx(o.cpu_per_element * o.visit_ratio, rel=1e-6)  # one call: likewise
+    # the busiest pool (the only one parallelized here) also had its own idle time read, batched
+    # as the pipeline batches it: what the plan's CPU limit charges (RuntimeCosts.own_pool_idle)
+    assert cost.parallel_idle_per_element is not None and cost.parallel_idle_per_element >= 0
     # negative control: one that ran with calls in flight already is not measured again
     ran_parallel = cal.calibrate(_masked(), trace.pipeline, names={fused.name}, parallel_calls={fused.name: 3},
                                  hints={fused.name: cal.Hint(ran_parallel=True, fused_into=_fused_batch_of(trace),
                                                              fused_batch=16.0)}).costs[fused.name]
     assert ran_parallel.how == FUSED and ran_parallel.parallel_cpu_per_element is None
+    assert ran_parallel.parallel_idle_per_element is None
 
 
 def _fused_batch_of(trace) -> str:

@@ -234,6 +234,22 @@ def test_the_cpu_limit_counts_the_cores_its_pools_leave_idle_per_element():
     assert sequential.idle_per_batch == 0.0 and 1 / sequential.throughput == pytest.approx(0.071)
 
 
+def test_a_pool_whose_own_idle_was_read_is_charged_its_own_not_the_probes():
+    """Where the parallel calibration read the busiest pool's own idle time (its function, its
+    calls in flight), that replaces the probe's planted-work figure; a pool that is not the
+    busiest is not what the idle is charged on, so its own reading changes nothing."""
+    probe, own = 20e-6, 8e-6
+    layout = Layout(threads={"read": 2, "map": 10}, prefetched=frozenset({"batch"}))
+    mine = predict(evidence(PAPER, PAPER_COST, PAPER_V, cores=2,
+                            runtime=RuntimeCosts(pool_idle=probe, own_pool_idle={"map": own})), layout)
+    assert mine.idle_per_batch == pytest.approx(10 * own)
+    assert mine.throughput == pytest.approx(2 / (0.071 + 10 * own))
+    elsewhere = predict(evidence(PAPER, PAPER_COST, PAPER_V, cores=2,
+                                 runtime=RuntimeCosts(pool_idle=probe, own_pool_idle={"batch": own})), layout)
+    assert elsewhere.idle_per_batch == pytest.approx(10 * probe)  # batch has no pool in this layout
+    assert RuntimeCosts(pool_idle=probe, own_pool_idle={"a": own, "b": 3 * own}).idle_per_element(["a", "b"]) == 3 * own
+
+
 def _short_epoch(buffer: int | None) -> tuple[Evidence, EpochRestarts]:
     """48 minibatches of 8 an epoch, two 4 ms maps (a shuffle of ``buffer`` between them), on 2
     cores: a steady 250/s; the epoch measured 0.3 s, the start-up beyond its mid-epoch rate 2 ms."""

@@ -38,7 +38,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0,
+                           active=o.elements > 0, per_minibatch=o.visit_ratio,
                            ran_parallel=not ran_one_call_at_a_time(o.runtime, op.op, o.parallelism),
                            fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1])
     return out
@@ -104,7 +104,10 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
                          and ran_one_call_at_a_time(o.runtime, trace.pipeline[o.name].op, o.parallelism)}
     if cores < 2 or not ran_one_at_a_time or trace.calibration is None:
         return trace
-    fresh = calibrate(ds, trace.pipeline, hints=hints(trace), options=observable(ds).options(),
+    asked = hints(trace)
+    busiest = _busiest_pool(trace, ran_one_at_a_time)
+    asked[busiest] = dataclasses.replace(asked[busiest], idle_cores=cores)
+    fresh = calibrate(ds, trace.pipeline, hints=asked, options=observable(ds).options(),
                       names=ran_one_at_a_time, on_progress=on_progress,
                       parallel_calls={name: max(cores, int(calls[name])) for name in ran_one_at_a_time})
     costs = dict(trace.calibration.costs)
@@ -118,8 +121,29 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
         carried = (first.cpu_per_element * cost.parallel_cpu_per_element / cost.cpu_per_element
                    if first.cpu_per_element else cost.parallel_cpu_per_element)
         costs[name] = dataclasses.replace(first, parallel_cpu_per_element=carried, parallel_calls=cost.parallel_calls,
-                                          parallel_builds=cost.parallel_builds, parallel_spread=cost.parallel_spread)
+                                          parallel_builds=cost.parallel_builds, parallel_spread=cost.parallel_spread,
+                                          parallel_idle_per_element=cost.parallel_idle_per_element)
     return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
+
+
+def _busiest_pool(trace: Trace, names: set[str]) -> str:
+    """Of ``names``, the operator whose pool a plan's idle time is charged on: the most elements
+    a minibatch (the prediction charges the busiest pool), then the most CPU a minibatch. Only its
+    own idle is read (about a second)."""
+    ops = {o.name: o for o in trace.ops}
+
+    def weight(name: str) -> tuple[float, float]:
+        o = ops[name]
+        return (o.visit_ratio or 0.0, (o.cpu_per_element or 0.0) * (o.visit_ratio or 0.0))
+    return max(sorted(names), key=weight)
+
+
+def own_pool_idle(trace: Trace) -> dict[str, float]:
+    """Operator -> the idle per element its own parallel form's pool left (where read)."""
+    if trace.calibration is None:
+        return {}
+    return {name: cost.parallel_idle_per_element for name, cost in trace.calibration.costs.items()
+            if cost.parallel_idle_per_element is not None}
 
 
 def _rebuilt(trace: Trace, calibration: Calibration) -> Trace:
@@ -128,4 +152,4 @@ def _rebuilt(trace: Trace, calibration: Calibration) -> Trace:
                        source_exact=trace.analysis.source_exact, calibration=calibration)
 
 
-__all__ = ["calibrated", "hints", "with_parallel_costs"]
+__all__ = ["calibrated", "hints", "own_pool_idle", "with_parallel_costs"]

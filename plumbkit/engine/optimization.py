@@ -54,7 +54,7 @@ from ..tfdata.rebuild import apply_changes
 from ..tfdata.run import count_elements
 from ..tfdata.runtime_costs import cache_read_cost, consumer_ceiling, handoff_cost, pool_idle_per_element
 from . import baselines as configurations
-from .calibration import with_parallel_costs
+from .calibration import own_pool_idle, with_parallel_costs
 from .compare import QUICK, Comparison, Contender, Protocol, Speedup
 from .compare import compare as measure_alike
 from .disk_tier import decide_tiered, fill_tier, read_tier_back, remove_unused_tier
@@ -349,6 +349,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
             break
     original, ev, sizing = _changes_that_ship(ds, original, planned, cores=cores, runtime=runtime, disk=disk,
                                               costs=costs, demand=demand, progress=progress)
+    runtime = ev.runtime  # with the idle of the pools calibrated there: what the prediction charged
     changes = planned.changes
     # the one prediction: the layout that ships (yours as it ran, where nothing changes)
     prediction = predict(ev, layout_with(ev, changes) if changes else layout_as_traced(ev))
@@ -386,6 +387,7 @@ def _changes_that_ship(ds: tf.data.Dataset, original: Trace, planned: _Planned, 
     if parallelized and costs is None:
         progress("calibrating the operators the plan parallelizes, with calls in flight", 0.25)
         original = with_parallel_costs(ds, original, parallelized)
+        runtime = dataclasses.replace(runtime, own_pool_idle=own_pool_idle(original))
     ev = evidence_from_trace(original, cores=cores, runtime=runtime, disk=disk, costs=costs,
                              tiers=planned.decisions.tiers)
     planned.changes, as_written = threads_worth_their_cost(ev, planned.changes)

@@ -71,7 +71,9 @@ class RuntimeCosts:
     operator's pool, a prefetch's buffer). ``cache_read``: CPU seconds per element read back from
     a memory cache. ``pool_idle``: core-seconds the busy cores leave idle per element through a
     parallel operator's pool (a woken thread starts late), so the CPU limit is the free cores
-    over the CPU *and* that idle time per minibatch.
+    over the CPU *and* that idle time per minibatch: the probe's (planted work), or
+    ``own_pool_idle``'s for an operator whose own pool was measured so (its function, its calls
+    in flight: :func:`plumbkit.engine.calibration.with_parallel_costs`).
     """
 
     consumer: float | None = None
@@ -84,6 +86,16 @@ class RuntimeCosts:
     #: a short finite epoch repeated, and what each restart of it costs (None: not measured, or
     #: the epoch is infinite, unknown or long)
     restarts: EpochRestarts | None = None
+    #: operator -> core-seconds left idle per element of it, read on its own parallel form (its
+    #: function leaves the cores idler or busier than the probe's planted work: speech's mask with
+    #: three calls idled 7-10 µs an element in its plan, where the probe read 17-19)
+    own_pool_idle: Mapping[str, float] = field(default_factory=dict)
+
+    def idle_per_element(self, pools: Iterable[str]) -> float:
+        """Idle core-seconds per element charged to ``pools`` (the busiest ones, all with as many
+        elements a minibatch): an own reading where one was taken, else the probe's."""
+        own = [self.own_pool_idle[name] for name in pools if name in self.own_pool_idle]
+        return max(own) if own else self.pool_idle
 
     @property
     def cache_write(self) -> float:
@@ -487,7 +499,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
     stage_work = {"consumer thread": rt.consumer_work(p.root in layout.prefetched or top.kind == "prefetch")}
     limits: dict[str, float] = {}
     cpu = stage_work["consumer thread"]
-    pooled = 0.0  # elements per minibatch through the busiest parallel operator's pool
+    pools: list[tuple[float, str]] = []  # (elements per minibatch, operator) of each parallel operator
 
     def charge(stage: str, seconds: float, thread: float | None = None) -> None:
         """``seconds`` of CPU, ``thread`` of them (default: all) on the stage's own thread."""
@@ -539,7 +551,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
-            pooled = max(pooled, V)
+            pools.append((V, name))
             if k > 1 and name in ev.parallel_cost:  # it ran one call at a time: calibrated with calls in
                 w = ev.parallel_cost[name]  # flight, its hand-offs included (measured in its parallel form)
                 cpu += w
@@ -553,7 +565,9 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
             cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))
-    return _bound(ev, layout, free, limits, stage_work, cpu, filling=filling, idle=rt.pool_idle * pooled)
+    busiest = max((v for v, _ in pools), default=0.0)
+    idle = busiest * rt.idle_per_element(name for v, name in pools if v == busiest)
+    return _bound(ev, layout, free, limits, stage_work, cpu, filling=filling, idle=idle)
 
 
 def _bound(ev: Evidence, layout: Layout, free: set[str], limits: dict[str, float], stage_work: dict[str, float],

@@ -107,10 +107,18 @@ def pool_idle_per_element(cores: int) -> float:
     It moves with the host: on the dev VM, 0.5 s windows of one pool read 5-9 µs for seconds at
     a time (while the CPU per element also read lower) and 15-20 µs otherwise.
     """
-    runner = Runner(idle_probe(cores))
+    return idle_per_element(idle_probe(cores), cores, IDLE_PROBE_BATCH)
+
+
+def idle_per_element(ds: tf.data.Dataset, cores: int, batch: int) -> float:
+    """Core-seconds ``cores`` cores leave idle per element of ``ds`` (``batch`` elements a
+    minibatch), pulled by the plain ``next()`` loop: the median of a few 0.2 s windows after a
+    short warm-up (0.0 when no window read anything). The probe above runs it on planted work;
+    the parallel calibration on an operator's own pool (:mod:`plumbkit.tfdata.calibrate`)."""
+    runner = Runner(ds)
     try:
         runner.consume(4, limit=10.0)
-        idle = [idle_window(runner, cores, IDLE_PROBE_BATCH) for _ in range(_IDLE_WINDOWS)]
+        idle = [idle_window(runner, cores, batch) for _ in range(_IDLE_WINDOWS)]
         idle = [i for i in idle if i is not None]
         return statistics.median(idle) if idle else 0.0
     finally:
