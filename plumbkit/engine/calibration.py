@@ -38,7 +38,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
         out[o.name] = Hint(wall_per_element=o.wall_per_element or None, inputs_per_element=per,
                            input_rate=rates.get(op.inputs[0]) if op.inputs else None,
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
-                           active=o.elements > 0, per_minibatch=o.visit_ratio,
+                           active=o.elements > 0,
                            ran_parallel=not ran_one_call_at_a_time(o.runtime, op.op, o.parallelism),
                            fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1])
     return out

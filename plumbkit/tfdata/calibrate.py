@@ -104,9 +104,8 @@ class Hint:
     ran_parallel: bool = False  # ran in a parallel form (as written, or parallelized by tf.data)
     fused_into: str | None = None  # the batch tf.data fused this map with (MapAndBatch), if it did
     fused_batch: float | None = None  # elements of this map per minibatch of that batch
-    per_minibatch: float | None = None  # its elements per minibatch of the pipeline (its visit ratio)
-    #: >0: in its parallel form, also read the idle time its own pool leaves this many cores
-    #: (the pool a plan's idle is charged on: :attr:`OperatorCost.parallel_idle_per_element`)
+    #: >0: in its parallel form fused with its batch, also read the idle time its own pool leaves
+    #: this many cores (the pool a plan's idle is charged on: ``OperatorCost.parallel_idle_per_element``)
     idle_cores: int = 0
 
 
@@ -180,10 +179,6 @@ def _calibrate_operator(graph_def, op: Operator, options, hint: Hint,
     if len(op.inputs) == 1:
         return _calibrate_alone(graph_def, op, options, hint, parallel_calls)
     return OperatorCost(op.name, op.label, None, how="several inputs: from the trace")
-
-
-#: Largest minibatch an own pool's idle is read with (elements of the operator per ``next()``).
-MAX_IDLE_BATCH = 1024
 
 
 # -- running and timing -------------------------------------------------------------------------
@@ -351,7 +346,6 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
                         runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
         cost = _parallel(forever, top, options, ratio, cost, parallel_calls, alone)
-        cost = _with_own_pool_idle(cost, _widened(forever, top, cost, parallel_calls), top, options, hint, batched=False)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
     return cost
@@ -395,8 +389,7 @@ def _calibrate_fused(graph_def, op: Operator, options, hint: Hint,
         # minibatch, where three calls spent 0.49-0.75 (2026-11-27 NOTE, "speech")
         cost = _with_calls(forever, top, mapped, options, pair, cost, parallel_calls, nexts,
                            elements_per_output=size_of_batch)
-        cost = _with_own_pool_idle(cost, _widened(forever, mapped, cost, parallel_calls), top, options, hint,
-                                   batched=True)
+        cost = _with_own_pool_idle(cost, _widened(forever, mapped, cost, parallel_calls), top, options, hint)
     return cost
 
 
@@ -494,25 +487,23 @@ def _with_parallel_figures(cost: OperatorCost, figures: list[float], calls: int)
                     parallel_builds=len(figures), parallel_spread=_spread(figures))
 
 
-def _with_own_pool_idle(cost: OperatorCost, wide_graph, top: str, options, hint: Hint, *,
-                        batched: bool) -> OperatorCost:
+def _with_own_pool_idle(cost: OperatorCost, wide_graph, batch_node: str, options, hint: Hint) -> OperatorCost:
     """``cost`` with the idle time its parallel form's pool leaves the cores per element, where
-    ``hint`` asks for it: ``top`` of ``wide_graph`` (the operator over its repeated sample with
-    the plan's calls in flight; ``batched``: ``top`` is the batch it is fused with), batched as
-    the pipeline batches it, prefetched, pulled by the plain ``next()`` loop, as the probe of
+    ``hint`` asks for it: a map tf.data fused with its batch, in ``wide_graph`` with the plan's
+    calls in flight over its repeated sample, built at ``batch_node`` (that MapAndBatch, the form
+    the plan runs), prefetched, pulled by the plain ``next()`` loop, as the probe of
     :func:`~plumbkit.tfdata.runtime_costs.pool_idle_per_element` runs its planted work.
 
     Why its own: the idle a pool leaves depends on the function it runs, not only on the calls in
-    flight. Speech's mask alone so, three calls, batches of 16, idled 9-10.5 µs an element, its
-    plan 7-10, the probe 17.6-19.0 (benchmarks/results/2026-11-30-same-code-repeat/NOTE.md)."""
-    if not hint.idle_cores or wide_graph is None or not cost.parallel_calls:
+    flight. Speech's mask so, three calls, idled 9-10.5 µs an element, its plan 7-10, the probe
+    17.6-19.0 (benchmarks/results/2026-11-30-same-code-repeat/NOTE.md). Why only fused: a map with
+    work between it and its batch idles with that work too. Detection's box crop (a filter and a
+    padded batch above it), read with a plain batch of its own, idled 4.8 µs an element where its
+    plan idled ~22, the probe reading 17 (benchmarks/results/2026-11-30-own-pool-idle/NOTE.md)."""
+    if not hint.idle_cores or wide_graph is None or not cost.parallel_calls or not hint.fused_batch:
         return cost
-    per_minibatch = hint.fused_batch if batched else hint.per_minibatch
-    batch = _clamp(round(per_minibatch or 1), 1, MAX_IDLE_BATCH)
-    ds = _built(wide_graph, top, options)
-    if not batched:
-        ds = ds.batch(batch)
-    idle = idle_per_element(ds.prefetch(2), hint.idle_cores, batch)
+    batch = max(1, round(hint.fused_batch))
+    idle = idle_per_element(_built(wide_graph, batch_node, options).prefetch(2), hint.idle_cores, batch)
     return _replace(cost, parallel_idle_per_element=idle)
 
 
