@@ -62,7 +62,6 @@ class PeakMemory:
     def __enter__(self) -> "PeakMemory":
         self._stop = threading.Event()
         self.base = anonymous_memory()
-        self.peak = self.base
         self.phase = "start"
         self.phases: dict[str, int] = {}
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -75,12 +74,15 @@ class PeakMemory:
     def _sample(self) -> None:
         while not self._stop.wait(0.02):
             now, phase = anonymous_memory(), self.phase
-            self.peak = max(self.peak, now)
             self.phases[phase] = max(self.phases.get(phase, now), now)
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    @property
+    def peak(self) -> int:
+        return max([self.base, *self.phases.values()])
 
     def where(self) -> str:
         return "; ".join(f"{phase[:48]}: {(peak - self.base) / MB:.0f} MB" for phase, peak in self.phases.items())
@@ -134,7 +136,7 @@ def slow_then_big() -> tf.data.Dataset:
 
 def sizes_and_growth(ds: tf.data.Dataset) -> tuple[list[int], float, Exception | None]:
     """Every element's length (counted inside TensorFlow: a Python loop would take longer),
-    the peak growth of resident memory meanwhile, and the error that ended it, if any."""
+    the peak growth of anonymous memory meanwhile, and the error that ended it, if any."""
     gc.collect()
     base = peak = anonymous_memory()
     out: list[int] = []
