@@ -21,6 +21,7 @@ from tensorflow.core.framework import graph_pb2
 from ..model.offload import Distribute
 from ..model.pipeline import AUTOTUNE
 from . import graph_edits
+from .run import replayed
 from .offload_graph import (cached_sample, client_part, decode_spec, distributed, encode_spec, graph_of, offloaded,
                             sub_pipeline)
 
@@ -173,7 +174,7 @@ def build(pipeline: dict[str, Any]) -> tf.data.Dataset:
     if what == "full":
         return graph_edits.dataset_from_graph_def(graph_def, spec)
     if what == "ideal":
-        return graph_edits.dataset_from_graph_def(graph_def, spec).take(1).cache().repeat()
+        return replayed(graph_edits.dataset_from_graph_def(graph_def, spec))
     if what == "sub":
         return sub_pipeline(graph_def, pipeline["cut"])
     if what == "upper":
@@ -205,7 +206,7 @@ def handle(request: dict[str, Any], counter: Counter) -> Any:
     """Run one measuring request: ``{"kind": "loop" | "graph" | "collect", "pipeline": {...}}``.
 
     ``pipeline["what"]``: ``full`` (the user's pipeline, local); ``ideal``
-    (``take(1).cache().repeat()``: the consumer's ceiling); ``sub`` (the part up to the cut,
+    (:func:`~.run.replayed`: the consumer's ceiling); ``sub`` (the part up to the cut,
     local); ``upper`` (the part above the cut, fed a cached sample of the cut's elements);
     ``moved`` (a cached sample of the cut's elements served by the workers: the cost of moving
     them); ``remote`` (the part up to the cut served by the workers, nothing above it: what

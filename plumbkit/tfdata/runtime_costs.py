@@ -1,8 +1,8 @@
 """The runtime's own costs, measured on this machine before any rewrite (a TensorFlow edge).
 
 A before-the-fact prediction needs what tf.data and the consumer cost besides the user's
-operators: the consumer's ceiling on this pipeline's elements (``take(1).cache().repeat()``, the
-tf.data papers' ideal), the CPU of handing one element to another thread (a parallel
+operators: the consumer's ceiling on this pipeline's elements (one replayed:
+``take(1).cache().repeat()``, the tf.data papers' ideal), the CPU of handing one element to another thread (a parallel
 operator's pool, a prefetch) and of reading one element back from a memory cache. The last two
 do not depend on the user's pipeline: they are measured once per process on planted elements,
 with process CPU time (a busy neighbour stretches wall time, not CPU time), each the median of
@@ -21,7 +21,7 @@ import tensorflow as tf
 from ..host.machine import others_seconds, read_machine
 from ..tunables import MID_EPOCH_EDGE
 from .options import sequential_options
-from .run import Runner
+from .run import Runner, replayed
 
 #: Elements per run of the micro-benchmarks (a few tenths of a second each).
 _ELEMENTS = 8_000
@@ -30,8 +30,8 @@ _RUNS = 3
 
 def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int = 3,
                      prefetched: bool = True) -> float:
-    """Minibatches/s the consumer takes when the pipeline costs nothing: ``take(1).cache()
-    .repeat()`` of this pipeline's own first element, through a prefetch (or, not ``prefetched``,
+    """Minibatches/s the consumer takes when the pipeline costs nothing: this pipeline's own first
+    element replayed (:func:`~plumbkit.tfdata.run.replayed`), through a prefetch (or, not ``prefetched``,
     pulled directly), driven by the same plain ``next()`` loop the comparisons time.
 
     Per window, the larger of two rates: minibatches per wall second (what it reached) and per
@@ -40,7 +40,7 @@ def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int =
     its CPU time; other threads of the process make it an underestimate). The median of
     ``windows`` windows: the ceiling on an otherwise idle core.
     """
-    free = ds.take(1).cache().repeat()
+    free = replayed(ds)
     runner = Runner(free.prefetch(2) if prefetched else free)
     try:
         runner.consume(2, limit=30.0)
