@@ -6,9 +6,10 @@ What a prediction is made from (:class:`Evidence`), all measured on the user's p
 - each operator's CPU cost per minibatch ``w_i = V_i c_i = 1 / R_i``, from the trace's
   :class:`~plumbkit.analysis.OpStats` (``rate_per_core``), or from a per-operator calibration
   passed in ``costs`` (seconds of CPU per element) — so calibrated costs plug in unchanged;
-- the runtime's own costs (:class:`RuntimeCosts`): the consumer's ceiling
-  (``take(1).cache().repeat()``, the tf.data papers' ideal) with a prefetch above it and without
-  one (a prefetch costs the consumer a wake-up per element), the CPU of handing an element from
+- the runtime's own costs (:class:`RuntimeCosts`): the consumer's ceiling (one element
+  replayed, ``take(1).cache().repeat()``, the tf.data papers' ideal; its repeat stands for the
+  pipeline's own, :func:`in_the_consumers_ceiling`) with a prefetch above it and without one (a
+  prefetch costs the consumer a wake-up per element), the CPU of handing an element from
   one thread to another (a parallel operator's pool, a prefetch), the CPU of reading an element
   back from a memory cache;
 - the disk's ceiling ``BW(p) / D``, binding only while a reader still runs.
