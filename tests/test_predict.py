@@ -194,6 +194,8 @@ def test_a_repeat_above_a_cache_is_the_one_the_consumers_ceiling_holds():
     # repeat below the batch (eight elements a minibatch) is not the ceiling's one
     unmeasured = evidence(p, cost, visits, runtime=RuntimeCosts(cache_read=0.4e-6))
     assert 1 / predict(unmeasured, layout_with(unmeasured, cached)).throughput == pytest.approx(4e-6 + 0.4e-6)
+    counted = evidence(p, cost, {**visits, "repeat": 1.0003}, runtime=rt)  # one a minibatch, counted under a prefetch
+    assert predict(counted, layout_with(counted, cached)).throughput == pytest.approx(20_000.0)
     below = evidence(p, cost, {**visits, "repeat": 8}, runtime=rt)
     assert 1 / predict(below, layout_with(below, cached)).throughput == pytest.approx(1 / 20_000 + 4e-6)
 
