@@ -188,8 +188,8 @@ def test_a_repeat_above_a_cache_is_the_one_the_consumers_ceiling_holds():
     cached = [Change("cache", "batch", "batch", "", "")]
     ev = evidence(p, cost, visits, runtime=rt)
     assert predict(ev, layout_with(ev, cached)).throughput == pytest.approx(20_000.0)
-    assert CONSUMER in best_allocation(ev, Layout(cached=frozenset({"batch"}))).theta
-    assert "repeat" not in best_allocation(ev, Layout(cached=frozenset({"batch"}))).theta
+    allocation = best_allocation(ev, Layout(cached=frozenset({"batch"})))
+    assert CONSUMER in allocation.theta and "repeat" not in allocation.theta
     # the negative controls: with no ceiling measured the trace's figure is all there is, and a
     # repeat below the batch (eight elements a minibatch) is not the ceiling's one
     unmeasured = evidence(p, cost, visits, runtime=RuntimeCosts(cache_read=0.4e-6))

@@ -602,7 +602,7 @@ def _bound(ev: Evidence, layout: Layout, free: set[str], limits: dict[str, float
 
 def in_the_consumers_ceiling(ev: Evidence, op: Operator) -> bool:
     """Whether ``op``'s pass-through is already in the consumer's measured ceiling, whose pipeline
-    (``take(1).cache().repeat()``) holds one repeat, passing one element per minibatch: a repeat so
+    (:func:`plumbkit.tfdata.run.replayed`) ends in one repeat passing one element per minibatch: a repeat so
     (its restarts are :class:`EpochRestarts`'). The trace's figure for it is mostly the tracer's
     bookkeeping around its input's call: 4 µs a minibatch behind a cache of small minibatches,
     where the ceiling's whole pull read 45-49, so charging it too made such plans 7-12% slower

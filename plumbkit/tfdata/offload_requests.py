@@ -21,9 +21,9 @@ from tensorflow.core.framework import graph_pb2
 from ..model.offload import Distribute
 from ..model.pipeline import AUTOTUNE
 from . import graph_edits
-from .run import replayed
 from .offload_graph import (cached_sample, client_part, decode_spec, distributed, encode_spec, graph_of, offloaded,
                             sub_pipeline)
+from .run import replayed
 
 
 class Counter:

@@ -2,11 +2,11 @@
 
 A before-the-fact prediction needs what tf.data and the consumer cost besides the user's
 operators: the consumer's ceiling on this pipeline's elements (one replayed:
-``take(1).cache().repeat()``, the tf.data papers' ideal), the CPU of handing one element to another thread (a parallel
-operator's pool, a prefetch) and of reading one element back from a memory cache. The last two
-do not depend on the user's pipeline: they are measured once per process on planted elements,
-with process CPU time (a busy neighbour stretches wall time, not CPU time), each the median of
-a few short runs.
+``take(1).cache().repeat()``, the tf.data papers' ideal), the CPU of handing one element to
+another thread (a parallel operator's pool, a prefetch) and of reading one element back from a
+memory cache. The last two do not depend on the user's pipeline: they are measured once per
+process on planted elements, with process CPU time (a busy neighbour stretches wall time, not CPU
+time), each the median of a few short runs.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ _RUNS = 3
 def consumer_ceiling(ds: tf.data.Dataset, *, window: float = 0.5, windows: int = 3,
                      prefetched: bool = True) -> float:
     """Minibatches/s the consumer takes when the pipeline costs nothing: this pipeline's own first
-    element replayed (:func:`~plumbkit.tfdata.run.replayed`), through a prefetch (or, not ``prefetched``,
-    pulled directly), driven by the same plain ``next()`` loop the comparisons time.
+    element replayed (:func:`~plumbkit.tfdata.run.replayed`), through a prefetch (or, not
+    ``prefetched``, pulled directly), driven by the same plain ``next()`` loop the comparisons time.
 
     Per window, the larger of two rates: minibatches per wall second (what it reached) and per
     second of process CPU (the consumer thread is busy all the time, the prefetch thread nearly
