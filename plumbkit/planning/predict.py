@@ -37,6 +37,7 @@ the per-configuration table, an option's figures, the widget, the bench) is one 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from dataclasses import replace
@@ -487,6 +488,14 @@ class Prediction:
     idle_per_batch: float = 0.0  # core-seconds the busy cores stay idle per minibatch at pool hand-offs
 
 
+def _handoffs(ev: Evidence, now: bool, then: bool, V: float) -> float:
+    """Hand-off CPU a thread boundary costs per minibatch (``now``: the layout has it; ``then``:
+    the traced run had it), beyond what the traced costs already hold."""
+    if not ev.runtime_in_costs:
+        return ev.runtime.handoff * V if now else 0.0
+    return ev.runtime.handoff * V * (int(now) - int(then))
+
+
 def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Prediction:
     """The throughput ``layout`` should reach in steady state (see the module docstring).
 
@@ -509,20 +518,14 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
         cpu += seconds
 
     traced = layout_as_traced(ev)
-
-    def handoffs(name: str, now: bool, then: bool, V: float) -> float:
-        """Hand-off CPU a thread boundary at ``name`` costs, beyond what the costs already hold."""
-        if not ev.runtime_in_costs:
-            return rt.handoff * V if now else 0.0
-        return rt.handoff * V * (int(now) - int(then))
-
+    handoffs = functools.partial(_handoffs, ev)
     stack: list[tuple[str, str]] = [(p.root, "consumer thread")]
     while stack:
         name, stage = stack.pop()
         op = p[name]
         V = ev.visits.get(name, 1.0)
         if name in layout.prefetched:  # its own thread fills the buffer above it
-            cpu += handoffs(name, True, name in traced.prefetched, V)
+            cpu += handoffs(True, name in traced.prefetched, V)
             stage = f"prefetch thread above {op.label}"
             stage_work.setdefault(stage, 0.0)
         if name in layout.cached:  # read back from the cache above it: it and below are free
@@ -548,7 +551,7 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
         w = 0.0 if in_the_consumers_ceiling(ev, op) else ev.cost.get(name, 0.0)
         child_stage = stage
         if op.kind == "prefetch":
-            cpu += handoffs(name, True, True, V)
+            cpu += handoffs(True, True, V)
             child_stage = f"prefetch thread of {op.label}"
         elif name in layout.threads:
             k = layout.threads[name]
@@ -557,13 +560,13 @@ def predict(ev: Evidence, layout: Layout, *, filling: bool = False) -> Predictio
                 w = ev.parallel_cost[name]  # flight, its hand-offs included (measured in its parallel form)
                 cpu += w
             else:
-                cpu += w + handoffs(name, True, name in traced.threads, V)
+                cpu += w + handoffs(True, name in traced.threads, V)
             if w > 0:
                 limits[f"{op.label} ({k} thread{'s' if k != 1 else ''})"] = min(k, ev.free_cores) / w
             child_stage = f"runner thread of {op.label}"
         else:
             charge(stage, w, ev.thread_cost.get(name))
-            cpu += handoffs(name, False, name in traced.threads, V)  # a pool the traced run had, gone
+            cpu += handoffs(False, name in traced.threads, V)  # a pool the traced run had, gone
         for child in reversed(op.inputs):
             stack.append((child, child_stage))
     busiest = max((v for v, _ in pools), default=0.0)
