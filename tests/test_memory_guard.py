@@ -119,6 +119,24 @@ def test_a_guarded_cache_under_its_limit_caches_and_keeps_the_elements():
     assert [e.tolist() for e in guarded.as_numpy_iterator()] == expected  # read back from the cache
 
 
+def test_a_guard_above_a_scan_of_your_own_guards_the_cache_and_keeps_your_scan():
+    """The guard is a scan grafted below the cache; a pipeline with its own scan below the cache
+    (a running sum) kept the guard's node wrong (the user's scan), and the fill failed with
+    "Data type mismatch" (found trying user shapes, session 58)."""
+    ds = (tf.data.Dataset.range(40).scan(tf.constant(0, tf.int64), lambda s, x: (s + x, s + x))
+          .map(lambda x: tf.cast(x, tf.float32) / 3.0))
+    op = pipeline_of(ds).root
+    guarded = apply_changes(ds, [Change("cache", "map(lambda)", op, "", "test")], cache_limit=10 * MB)
+    expected = [float(e) for e in ds.as_numpy_iterator()]
+    assert expected[:4] == pytest.approx([0.0, 1 / 3, 1.0, 2.0])  # the running sum, divided
+    assert [float(e) for e in guarded.as_numpy_iterator()] == expected
+    assert [float(e) for e in guarded.as_numpy_iterator()] == expected  # read back from the cache
+    # and the guard still stops a fill over its limit
+    tiny = apply_changes(ds, [Change("cache", "map(lambda)", op, "", "test")], cache_limit=64)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=GUARD_MARKER):
+        list(tiny.as_numpy_iterator())
+
+
 K, N = 8000, 8500  # the last 500 elements are a megabyte each; a short trace sees only the first ones
 
 

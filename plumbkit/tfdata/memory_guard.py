@@ -54,7 +54,7 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
     sub-pipeline (so its function has the right signature), and grafted into the graph.
     """
     from . import graph as graph_module
-    from .graph_edits import _copy, _node
+    from .graph_edits import _copy, _node, root_name
 
     graph_def = _copy(graph_def)
     cache = _node(graph_def, cache_node)
@@ -73,7 +73,9 @@ def insert_guard(graph_def: graph_pb2.GraphDef, cache_node: str, limit: float, l
 
     guarded = template.scan(tf.constant(0, tf.int64), plumbkit_cache_guard)
     grafted = graph_module.serialized_graph(guarded)[0]
-    scan = next(n for n in grafted.node if n.op == "ScanDataset")
+    # the guard is the graph's output: a scan of the user's own below it is not the guard
+    scan = _node(grafted, root_name(grafted))
+    assert scan.op == "ScanDataset", scan.op
     prefix = f"{cache_node}/plumbkit_guard/"
     wanted = reachable(grafted, scan.input[1:]) | {scan.name}
     have_functions = {f.signature.name for f in graph_def.library.function}
