@@ -93,6 +93,21 @@ def string_lookup() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(sentences(500, seed=2)).map(ids).padded_batch(25, padded_shapes=[8])
 
 
+def layer_mapped_directly() -> tf.data.Dataset:
+    """A Keras layer given to ``map`` itself (``ds.batch(32).map(vectorize_layer)``), as
+    keras-io's examples often write it."""
+    layer = keras.layers.TextVectorization(max_tokens=64, output_sequence_length=12)
+    layer.adapt(sentences(200, seed=3))
+    return tf.data.Dataset.from_tensor_slices(sentences(480, seed=3)).batch(24).map(layer)
+
+
+def running_sum() -> tf.data.Dataset:
+    """A ``scan`` (a running total, state carried from element to element) under a cacheable
+    map: the plan's guarded cache goes above the user's own scan."""
+    return (tf.data.Dataset.range(2000).scan(tf.constant(0, tf.int64), lambda s, x: (s + x, s + x))
+            .map(lambda x: tf.math.log1p(tf.cast(x, tf.float32))).batch(50))
+
+
 def heavy(x):
     m = tf.fill([24, 24], tf.sin(tf.cast(x, tf.float32)))
     for _ in range(8):
@@ -119,6 +134,8 @@ PIPELINES = {
     "seeded shuffle under a user cache": (lambda: shuffled_under_cache(7), False),
     "unseeded shuffle under a user cache": (lambda: shuffled_under_cache(None), False),
     "short epoch": (short_epoch, True),
+    "Keras layer mapped directly": (layer_mapped_directly, True),
+    "running sum (scan)": (running_sum, True),
 }
 
 
@@ -162,6 +179,8 @@ def test_traced_stepped_and_optimized_with_the_same_elements(name):
     if name == "py_function tokenizer":  # its Python op named, deterministic, and so no bar to a cache
         assert any("['tokenize']" in n and "deterministic" in n for n in trace.notes), trace.notes
         assert trace.op("padded_batch(32)").cacheable
+    if name == "Keras layer mapped directly":  # named by its class, not its module path
+        assert [o.label for o in trace.ops if o.kind == "map"] == ["map(TextVectorization)"], trace.ops
     if step.after is None:  # nothing to step: every tunable operator sits under a filled cache
         idle = [o for o in step.before.ops if "not running" in o.note]
         assert idle and all(o.kind != "map" or "not running" in o.note for o in step.before.ops)

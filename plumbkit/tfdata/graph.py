@@ -70,6 +70,8 @@ def python_function_name(function_name: str) -> str:
                 break
     if func.startswith("classabc") or "ABCMeta" in func:
         return ""
+    if func.startswith("class") and "." in func:  # a callable object mapped directly: its class
+        return func.rsplit(".", 1)[-1]  # (``ds.map(layer)``: classkeras.src.layers....TextVectorization)
     return func
 
 
