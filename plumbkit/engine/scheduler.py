@@ -410,8 +410,9 @@ def operation(name: str, *, preemptible: bool = False, partial: PartialBuilder |
             try:
                 try:
                     SCHEDULER.acquire(op)
+                    from ..tfdata.held_constants import holding  # TensorFlow: loaded with the first operation
                     try:
-                        with quiet(verbose), _ctrl_c_cancels(op):
+                        with quiet(verbose), _ctrl_c_cancels(op), holding():  # in-memory data held once
                             return fn(*args, **kwargs)
                     finally:
                         SCHEDULER.release(op)

@@ -53,6 +53,7 @@ from ..model.units import human_bytes
 from ..tunables import TIER_ALONE_BYTES, TIER_KEEP_FREE_BYTES, TIER_RECORD_BYTES, TIER_SHARDS
 from .graph import _arg_names as arg_names, pipeline_from_graph_def
 from .graph_walk import node_ref, pruned
+from .held_constants import HELD_ATTR
 from .python_ops import PYTHON_OPS, callable_of, user_callables
 from .unrebuildable import serialize
 
@@ -202,8 +203,8 @@ def _func_names(value: attr_value_pb2.AttrValue) -> list[str]:
 
 
 def _canonical_node(node, order: dict[str, str]) -> None:
-    for key in [k for k in node.attr if k == "metadata" or k.startswith("_")]:
-        del node.attr[key]
+    for key in [k for k in node.attr if k == "metadata" or (k.startswith("_") and k != HELD_ATTR)]:
+        del node.attr[key]  # the digest of held in-memory data stays: it is what the node holds
     for value in node.attr.values():
         if value.HasField("func"):
             value.func.name = order.get(value.func.name, value.func.name)

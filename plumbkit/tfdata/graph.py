@@ -20,7 +20,7 @@ from tensorflow.python.framework import op_def_registry, tensor_util
 
 from ..model.errors import PipelineError
 from ..model.pipeline import FILE_SOURCE_KINDS, SHUFFLE_KINDS, Operator, Pipeline, kind_of
-from .graph_walk import node_ref
+from .graph_walk import node_ref, pruned
 from .python_ops import PYTHON_OPS, callable_of, own_random_names, user_callables
 
 
@@ -447,15 +447,21 @@ def pipeline_of(ds: tf.data.Dataset) -> Pipeline:
     return dataclasses.replace(pipeline, options={**pipeline.options, "threadpool": int(threadpool)})
 
 
-def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.Tensor:
-    """A dataset variant for the sub-pipeline ending at ``node`` (the graph's output redirected)."""
+def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tuple[tf.Tensor, Any]:
+    """A dataset variant for the sub-pipeline ending at ``node`` (the graph's output redirected),
+    and what must be kept alive with it (the builder binding its held in-memory data, or None)."""
     from tensorflow.python.ops import gen_experimental_dataset_ops
+
+    from .held_constants import held_bindings
+    from .live_state import variant_with_live_resources
 
     graph_def = graph_pb2.GraphDef.FromString(graph_def.SerializeToString())
     retval = next(n for n in graph_def.node if n.op == "_Retval")
     del retval.input[:]
     retval.input.append(node)
-    return gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString())
+    if held := held_bindings(graph_def := pruned(graph_def)):
+        return variant_with_live_resources(graph_def, held)
+    return gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString()), None
 
 
 def _static_bytes(node) -> int | None:
@@ -482,7 +488,12 @@ def dataset_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.data.Dataset:
     types = node_def.attr[types_attr].list.type
     shapes = node_def.attr["output_shapes"].list.shape
     spec = tuple(tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t)) for t, s in zip(types, shapes))
-    return dataset_ops._VariantDataset(variant_at(graph_def, node), spec)  # noqa: SLF001
+    variant, builder = variant_at(graph_def, node)
+    ds = dataset_ops._VariantDataset(variant, spec)  # noqa: SLF001
+    if builder is None:
+        return ds
+    from .live_state import remember
+    return remember(ds, (), {}, extra=(builder,))
 
 
 def static_cardinalities(ds: tf.data.Dataset, pipeline: Pipeline) -> dict[str, int]:
@@ -496,7 +507,7 @@ def static_cardinalities(ds: tf.data.Dataset, pipeline: Pipeline) -> dict[str, i
     out: dict[str, int] = {}
     for name in pipeline.operators:
         try:
-            out[name] = int(gen_dataset_ops.dataset_cardinality(variant_at(graph_def, name)).numpy())
+            out[name] = int(gen_dataset_ops.dataset_cardinality(variant_at(graph_def, name)[0]).numpy())
         except Exception:  # noqa: BLE001 - an operator TF cannot rebuild alone has unknown size
             out[name] = -2
     return out

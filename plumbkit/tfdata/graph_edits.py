@@ -33,6 +33,7 @@ from ..model.errors import PipelineError
 from . import live_state, unrebuildable
 from .graph import rebuilds_with_fresh_state, stateful_op_named
 from .graph_walk import node_ref, pruned
+from .held_constants import HeldConstantGone, held_bindings
 from ..model.errors import first_line
 
 GraphDef = graph_pb2.GraphDef
@@ -142,7 +143,13 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
     if have and have != want:
         raise RewriteError(f"the graph yields {[t.name for t in have]} but element_spec "
                            f"needs {[t.name for t in want]}")
+    try:
+        held = held_bindings(graph_def)
+    except HeldConstantGone as err:
+        raise RewriteError(str(err)) from err
     graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
+    present = {n.name for n in graph_def.node}
+    bindings.update({name: t for name, t in held.items() if name in present})
     builder = None
     try:
         if bindings:

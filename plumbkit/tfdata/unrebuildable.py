@@ -16,6 +16,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from ..model.errors import PipelineError
+from .held_constants import hold_large_constants
 from .live_state import python_objects
 from ..model.errors import first_line
 
@@ -136,6 +137,6 @@ def serialize(ds: tf.data.Dataset) -> graph_pb2.GraphDef:
     graph_def.ParseFromString(tensor.numpy())
     if not any(n.op == "_Retval" for n in graph_def.node):
         raise UnrebuildableError(too_large_message(GRAPH_LIMIT_BYTES))
-    return graph_def
+    return hold_large_constants(graph_def)  # in-memory arrays held once, not copied per rebuild
 
 
