@@ -31,12 +31,50 @@ class BandwidthCurve:
         return max(bw for _, bw in self.points)
 
 
+#: The first bytes of a GZIP file (RFC 1952): TFRecord and text readers need to be told.
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def compression_of(path: str, kind: str) -> str:
+    """The ``compression_type`` ``kind``'s reader needs for ``path``: "GZIP" for a GZIP file,
+    "ZLIB" for a TFRecord file that reads only so, else "". The pipeline's own setting sits
+    inside the reader's function (``num_parallel_reads``), so the file itself is asked."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) == _GZIP_MAGIC:
+                return "GZIP"
+    except OSError:
+        return ""
+    if kind == "tfrecord":
+        for compression in ("", "ZLIB"):
+            try:
+                next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)), None)
+                return compression
+            except tf.errors.OpError:
+                continue
+    return ""
+
+
 def measure_read_bandwidth(files: list[str], kind: str, *, parallelisms=(1, 2, 4),
                            seconds: float = 0.5) -> BandwidthCurve | None:
-    """Bytes per second read from ``files`` by ``kind``'s reader at each parallelism (None: no reader)."""
-    reader = _READERS.get(kind)
-    if reader is None or not files:
+    """Bytes per second read from ``files`` by ``kind``'s reader at each parallelism (None: no
+    reader, or the files do not read as ``kind``: the disk is then left out of the plan, not
+    guessed)."""
+    base = _READERS.get(kind)
+    if base is None or not files:
         return None
+    compression = compression_of(files[0], kind)
+
+    def reader(path):
+        return base(path, compression_type=compression)
+    try:
+        return _curve(files, reader, parallelisms, seconds)
+    except tf.errors.OpError:
+        return None
+
+
+def _curve(files: list[str], reader, parallelisms, seconds: float) -> BandwidthCurve:
+    """One (parallelism, bytes/s) point per parallelism, each read for ``seconds``."""
     points = []
     for p in parallelisms:
         ds = (tf.data.Dataset.from_tensor_slices(files).repeat()
