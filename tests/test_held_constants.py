@@ -134,7 +134,7 @@ def test_what_is_held_is_let_go_when_the_operation_ends_unless_a_pipeline_uses_i
 
 def test_a_plan_for_arrays_in_memory_keeps_their_elements():
     x, y = arrays(seed=3)
-    plan = plumbkit.optimize(lambda: keras_style(x, y).repeat(), seconds=0.5, compare=False,
+    plan = plumbkit.optimize(lambda: keras_style(x, y).repeat(), seconds=0.3, compare=False,
                              protocol=plumbkit.engine.compare.BRIEF)
     yours = elements(keras_style(x, y).repeat().take(ROWS // 64 * 2))
     assert elements(plan.dataset.take(ROWS // 64 * 2)) == yours
