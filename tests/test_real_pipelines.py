@@ -221,3 +221,40 @@ def test_operators_that_never_ran_are_labelled_so():
     skipped = trace.op("map(never)")
     assert skipped.note == "did not run during the trace" and skipped.elements_per_second == 0
     assert trace.op("map(first)").note != "did not run during the trace"
+
+
+def counted(writes: bool) -> tuple[tf.data.Dataset, tf.Variable]:
+    """A map that counts the elements it sees in a variable of yours (``writes``), or the same
+    map reading it only: finite, deterministic, cacheable but for the count."""
+    seen = tf.Variable(0, dtype=tf.int64)
+
+    def count(x):
+        if writes:
+            seen.assign_add(1)
+        return tf.reduce_sum(tf.sin(tf.cast(tf.range(x % 200), tf.float32))) + tf.cast(0 * seen.read_value(), tf.float32)
+    return tf.data.Dataset.range(2000).map(count).batch(50), seen
+
+
+def test_a_map_that_writes_your_state_is_never_cached_above():
+    """A cache above a map that assigns a variable would run it in the first epoch only (a
+    counter of yours stops counting). Found trying user shapes (session 58): the plan cached
+    ``batch(50)`` above such a map."""
+    ds, seen = counted(writes=True)
+    trace = plumbkit.trace(ds, seconds=0.5, min_seconds=0.3)
+    mapped = trace.op("map(count)")
+    assert not mapped.cacheable and mapped.cache_note.startswith("writes state: map(count)"), mapped.cache_note
+    assert not trace.op("batch(50)").cacheable
+    assert any("change your variables or tables ['map(count)']" in n for n in trace.notes), trace.notes
+    plan = plumbkit.optimize(lambda: counted(writes=True)[0], seconds=0.5, compare=False, protocol=BRIEF)
+    caches = [c.where for c in plan.proposed_changes if c.what == "cache"]
+    assert caches in ([], ["range"]), caches  # below the map, never above it
+    # what the plan hands back counts every element of every epoch
+    ds, seen = counted(writes=True)
+    rebuilt = apply_changes(ds, plan.proposed_changes, allow_external_state=True)
+    for _ in range(2):
+        for _ in rebuilt:
+            pass
+    assert int(seen.numpy()) == 2 * 2000
+    # negative control: the same map reading the variable only is cached above
+    reads, _ = counted(writes=False)
+    assert plumbkit.trace(reads, seconds=0.5, min_seconds=0.3).op("batch(50)").cacheable

@@ -204,6 +204,7 @@ class _Evidence:
     attributed: _Attributed
     cardinalities: dict[str, float | None]
     random_below: dict[str, bool]
+    writes_below: dict[str, bool]
     cores: int
     calibration: Calibration | None
 
@@ -223,7 +224,8 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     attributed = _attribute(pipeline, rmap, window)
     reader = _reader_totals(pipeline, rmap, snaps)
     card = _cardinalities(pipeline, cardinalities, attributed.elements, file_sizes or {}, reader)
-    evidence = _Evidence(pipeline, rmap, window, attributed, card, _random_below(pipeline), raw.cores, calibration)
+    evidence = _Evidence(pipeline, rmap, window, attributed, card, _random_below(pipeline),
+                         _writes_below(pipeline), raw.cores, calibration)
     threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
     ops = [_op_stats(op, evidence) for op in pipeline]
     _insert_injected(ops, evidence)
@@ -327,7 +329,8 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
     materialized = None
     if n is not None and math.isfinite(n) and bpe is not None and not ev.random_below[op.name]:
         materialized = n * bpe
-    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.cardinalities, materialized)
+    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.writes_below,
+                                          ev.cardinalities, materialized)
     theta = min(parallelism or 1, ev.cores)
     return OpStats(
         name=op.name, label=op.label, kind=op.kind, parallelism=parallelism,
@@ -563,9 +566,21 @@ def _random_below(pipeline: Pipeline) -> dict[str, bool]:
     """True where the operator or anything it reads from draws random numbers that change from
     epoch to epoch. A cache freezes what is below it (every epoch replays the first), so above
     the user's own ``cache()`` the draws below it no longer count."""
+    return _below(pipeline, lambda op: op.random)
+
+
+def _writes_below(pipeline: Pipeline) -> dict[str, bool]:
+    """True where the operator or anything it reads from changes the user's state when it runs
+    (a variable assigned, a table filled): a cache above it would run it in the first epoch
+    only. Above the user's own ``cache()`` that is already so."""
+    return _below(pipeline, lambda op: op.writes_state)
+
+
+def _below(pipeline: Pipeline, holds) -> dict[str, bool]:
+    """``holds(op)`` for the operator or anything it reads from, up to the user's own caches."""
     out: dict[str, bool] = {}
     for op in reversed(list(pipeline)):  # sources first
-        out[op.name] = op.random or (op.kind != "cache" and any(out.get(i, False) for i in op.inputs))
+        out[op.name] = holds(op) or (op.kind != "cache" and any(out.get(i, False) for i in op.inputs))
     return out
 
 
@@ -606,10 +621,14 @@ def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file
     return out
 
 
-def _cacheability(name: str, pipeline: Pipeline, random_below, card, materialized) -> tuple[bool, str]:
+def _cacheability(name: str, pipeline: Pipeline, random_below, writes_below, card,
+                  materialized) -> tuple[bool, str]:
     if random_below[name]:
         culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.random)
         return False, f"random: {culprit} changes every epoch"
+    if writes_below[name]:
+        culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.writes_state)
+        return False, f"writes state: {culprit} changes your variables or tables each time it runs"
     if card.get(name) is not None and math.isinf(card[name]):
         return False, "infinite: a repeat() below never ends"
     if pipeline.problems:

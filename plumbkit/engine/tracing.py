@@ -60,6 +60,10 @@ def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[s
     random_ops = [op.label for op in pipeline if op.random]
     if random_ops:
         notes.append(f"random operators {random_ops}: they and everything above them cannot be cached")
+    writers = [op.label for op in pipeline if op.writes_state]
+    if writers:
+        notes.append(f"operators that change your variables or tables {writers}: they and everything above "
+                     f"them cannot be cached (a cache would run them in the first epoch only)")
     return tuple(notes)
 
 

@@ -106,6 +106,9 @@ class Operator:
     functions: tuple[str, ...] = ()  # user-defined functions (function library names)
     label: str = ""  # readable, e.g. "map(decode_jpeg)"
     random: bool = False  # this operator itself draws random numbers (function or op)
+    #: its function changes the user's state (assigns a variable, fills a table): a cache above
+    #: it would run it in the first epoch only
+    writes_state: bool = False
     files: tuple[str, ...] = ()  # files this operator reads (statically known)
     deterministic: str | None = None  # the op's `deterministic` attribute where it has one
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)

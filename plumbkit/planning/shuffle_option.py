@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..model.pipeline import Operator
 from ..model.plan import CacheDecision, Change, Option
 from ..model.units import human_bytes
 from ..tunables import TIER_GAIN
@@ -55,12 +56,12 @@ def reorder_candidate(trace, root: str | None = None) -> Reorder | None:
     if at is None or at == 0 or p[chain[at - 1]].kind not in ELEMENTWISE:
         return None
     top = at - 1
-    while top > 0 and p[chain[top - 1]].kind in ELEMENTWISE and not p[chain[top - 1]].random:
+    while top > 0 and p[chain[top - 1]].kind in ELEMENTWISE and not _runs_each_epoch(p[chain[top - 1]]):
         top -= 1
     maps = [chain[i] for i in range(top, at)]
     below = [p[chain[at]], *p.descendants(chain[at])]
-    if any(p[m].random for m in maps) or any(o.random and o.kind != "shuffle" for o in below):
-        return None  # a random value (a crop, a flip) cannot move above a cache
+    if any(_runs_each_epoch(p[m]) for m in maps) or any(_runs_each_epoch(o) and o.kind != "shuffle" for o in below):
+        return None  # a random value (a crop, a flip), or a write to your state, cannot move above a cache
     s = stats.get(maps[0])
     if s is None or not s.bytes_per_element or not s.visit_ratio or not s.cardinality or not math.isfinite(s.cardinality):
         return None
@@ -126,3 +127,8 @@ def offer_reorder(trace, base, *, measured, directory: str, **decide_args) -> Op
         return None
     return reorder_option(r, cache, d.changes, d.prediction.throughput, base.prediction.throughput,
                           trace.pipeline[r.shuffle].label)
+
+
+def _runs_each_epoch(op: Operator) -> bool:
+    """Draws random numbers or writes the user's state: a cache above it would freeze it."""
+    return op.random or op.writes_state

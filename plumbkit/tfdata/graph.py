@@ -46,6 +46,15 @@ _RANDOM_OPS = KERNEL_STATE_RANDOM_OPS | {
 }
 # Ops whose value changes between runs because they read mutable state.
 _STATE_READ_OPS = {"ReadVariableOp", "VarHandleOp", "ResourceGather", "LookupTableFindV2x"}
+# Ops that change the user's state (a variable, a table, a queue, a file) each time they run: a
+# cache above them would run them in the first epoch only.
+STATE_WRITING_OPS = frozenset({
+    "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceScatterAdd",
+    "ResourceScatterSub", "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin",
+    "ResourceScatterMax", "ResourceScatterUpdate", "ResourceScatterNdUpdate", "ResourceScatterNdAdd",
+    "ResourceScatterNdSub", "ResourceStridedSliceAssign", "LookupTableInsertV2", "LookupTableRemoveV2",
+    "LookupTableImportV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "WriteFile",
+})
 
 _INFERENCE_NAME = re.compile(r"^__inference_(?:Dataset_(?P<method>[a-z_]+?)_)?(?P<func>.+?)_\d+$")
 _METHOD_PREFIXES = (
@@ -183,6 +192,16 @@ class _FunctionLibrary:
         )
         self._random[name] = result
         return result
+
+    def writes_state(self, name: str, seen: set[str] | None = None) -> bool:
+        """Does ``name`` (transitively) change a variable, table, queue or file when it runs?"""
+        seen = seen if seen is not None else set()
+        if name in seen or name not in self.functions:
+            return False
+        seen.add(name)
+        fdef = self.functions[name]
+        return (any(n.op in STATE_WRITING_OPS for n in fdef.node_def)
+                or any(self.writes_state(c, seen) for c in self.callees(fdef)))
 
     def calls_python(self, name: str, seen: set[str] | None = None) -> bool:
         """Does ``name`` (transitively, generators included) run a Python function?"""
@@ -356,6 +375,7 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
             name=name, op=node.op, kind=kind, inputs=inputs, tunables=tunables,
             functions=tuple(functions), label=_label(kind, node.op, functions, inner_ops, tunables),
             random=bool(random), files=tuple(files), deterministic=deterministic,
+            writes_state=any(library.writes_state(f) for f in functions),
             inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
             holds_gil=node.op in PYTHON_OPS or any(library.calls_python(f) for f in functions),
             static_bytes=_static_bytes(node),

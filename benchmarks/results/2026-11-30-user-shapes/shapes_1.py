@@ -4,11 +4,9 @@ protocol; prints the verdict and changes, or the exception and its plumbkit fram
 
 Run from a checkout: ``python benchmarks/results/2026-11-30-user-shapes/shapes_1.py [name ...]``.
 """
-import sys, time, traceback
 import numpy as np
 import tensorflow as tf
-import plumbkit
-from plumbkit.engine.compare import BRIEF
+from try_shapes import run
 
 def sample_from():
     a = tf.data.Dataset.range(10000).map(lambda x: tf.cast(x, tf.float32) * 2.0)
@@ -78,16 +76,4 @@ def shuffle_reshuffle():
 
 cases = [sample_from, choose_from, bucket, ragged, unbatch_window, scan_enum, text_vectorization,
          static_lookup, rejection, pyfunc_numpy, zipped_short_eval, shuffle_reshuffle]
-only = sys.argv[1:] 
-for make in cases:
-    if only and make.__name__ not in only:
-        continue
-    t0 = time.time()
-    try:
-        plan = plumbkit.optimize(make, seconds=1.5, protocol=BRIEF)
-        print(f"OK   {make.__name__:20s} {time.time()-t0:5.1f}s applied={plan.applied if hasattr(plan,'applied') else '?'} "
-              f"pred={plan.prediction.throughput:,.0f} bind={plan.prediction.binding[:50]!r} changes={[c.what+':'+c.where for c in plan.proposed_changes]}", flush=True)
-        print("      ", str(plan).splitlines()[0][:200], flush=True)
-    except Exception as e:
-        print(f"FAIL {make.__name__:20s} {time.time()-t0:5.1f}s {type(e).__name__}: {str(e)[:400]}", flush=True)
-        traceback.print_exc(limit=-4)
+run(cases)

@@ -2,11 +2,10 @@
 a user's file cache, an infinite generator, counter, padded batches filtered, a non-deterministic
 map, a large array, save/load). Run as shapes_1.py.
 """
-import sys, time, traceback, tempfile, os
+import tempfile, os
 import numpy as np
 import tensorflow as tf
-import plumbkit
-from plumbkit.engine.compare import BRIEF
+from try_shapes import run
 D = tempfile.mkdtemp()
 for i in range(4):
     with open(f"{D}/f{i}.txt", "w") as f:
@@ -65,16 +64,4 @@ def save_load():
 
 cases = [textlines_interleave, dict_elements, ignore_errors, take_skip_shard, user_file_cache, infinite_generator,
          counter_zip, padded_filter, nondeterministic_map, numpy_big, save_load]
-only = sys.argv[1:]
-for make in cases:
-    if only and make.__name__ not in only:
-        continue
-    t0 = time.time()
-    try:
-        plan = plumbkit.optimize(make, seconds=1.5, protocol=BRIEF)
-        print(f"OK   {make.__name__:20s} {time.time()-t0:5.1f}s pred={plan.prediction.throughput:,.0f} bind={plan.prediction.binding[:40]!r} changes={[c.what+':'+c.where for c in plan.proposed_changes]}", flush=True)
-        print("      ", str(plan).splitlines()[0][:220], flush=True)
-    except Exception as e:
-        print(f"FAIL {make.__name__:20s} {time.time()-t0:5.1f}s {type(e).__name__}: {str(e)[:400]}", flush=True)
-        for fr in traceback.extract_tb(e.__traceback__):
-            if "plumbkit" in fr.filename: print("   ", fr.filename.split("plumbkit/")[-1], fr.lineno, fr.name)
+run(cases)

@@ -2,12 +2,11 @@
 shuffle that does not reshuffle, CSV readers, GZIP records): also checks that two epochs of the
 plan differ exactly where two epochs of yours do. Run as shapes_1.py.
 """
-import sys, time, traceback, tempfile, os
+import tempfile, os
 import numpy as np
 import tensorflow as tf
 import keras
-import plumbkit
-from plumbkit.engine.compare import BRIEF
+from try_shapes import run
 D = tempfile.mkdtemp()
 
 def epochs_differ(ds, n=2):
@@ -53,21 +52,10 @@ def gzip_records():
     ds = tf.data.TFRecordDataset(paths, compression_type="GZIP", num_parallel_reads=2)
     return ds.map(lambda s: tf.io.parse_single_example(s, {"v": tf.io.FixedLenFeature([64], tf.float32)})["v"]).batch(64)
 
+
+def epochs_differ_alike(make, plan) -> str:
+    yours, mine = epochs_differ(make()), epochs_differ(plan.dataset)
+    return "" if yours == mine else f"   <<< SEMANTICS: yours differ={yours} plan differ={mine}"
+
 cases = [keras_random_layers, tf_random_uniform, dataset_random_zip, shuffle_once, make_csv, csv_dataset, gzip_records]
-only = sys.argv[1:]
-for make in cases:
-    if only and make.__name__ not in only:
-        continue
-    t0 = time.time()
-    try:
-        yours_differ = epochs_differ(make())
-        plan = plumbkit.optimize(make, seconds=1.5, protocol=BRIEF)
-        mine = plan.dataset
-        plan_differ = epochs_differ(mine)
-        flag = "" if yours_differ == plan_differ else "   <<< SEMANTICS: yours differ=%s plan differ=%s" % (yours_differ, plan_differ)
-        print(f"OK   {make.__name__:20s} {time.time()-t0:5.1f}s pred={plan.prediction.throughput:,.0f} changes={[c.what+':'+c.where for c in plan.proposed_changes]}{flag}", flush=True)
-        print("      ", str(plan).splitlines()[0][:200], flush=True)
-    except Exception as e:
-        print(f"FAIL {make.__name__:20s} {time.time()-t0:5.1f}s {type(e).__name__}: {str(e)[:400]}", flush=True)
-        for fr in traceback.extract_tb(e.__traceback__):
-            if "plumbkit" in fr.filename: print("   ", fr.filename.split("plumbkit/")[-1], fr.lineno, fr.name)
+run(cases, epochs_differ_alike)

@@ -3,11 +3,13 @@ a large array captured by a map, a parallel non-deterministic batch, unbatch/reb
 prefetch, an empty pipeline, a very slow one): also checks the first elements. Run as shapes_1.py
 (``FULL=1`` prints the whole plan).
 """
-import sys, time, traceback, tempfile, os, gzip
+import gzip
+import os
+import tempfile
+import time
 import numpy as np
 import tensorflow as tf
-import plumbkit
-from plumbkit.engine.compare import BRIEF
+from try_shapes import run
 D = tempfile.mkdtemp()
 
 def gzip_text():
@@ -51,25 +53,15 @@ def very_slow():
         time.sleep(2.5); return x
     return tf.data.Dataset.range(100).map(lambda x: tf.py_function(slow, [x], tf.int64)).batch(2)
 
+
+def first_elements_alike(make, plan) -> str:
+    try:
+        a = [np.asarray(tf.nest.flatten(e)[0]).tolist() for e in make().take(30)]
+        b = [np.asarray(tf.nest.flatten(e)[0]).tolist() for e in plan.dataset.take(30)]
+    except Exception as e:  # noqa: BLE001
+        return f"  <<< compare failed {type(e).__name__}"
+    return "" if sorted(map(str, a)) == sorted(map(str, b)) else "  <<< ELEMENTS DIFFER"
+
 cases = [gzip_text, pandas_like_dict, from_tensors_repeat, big_capture_in_map, parallel_batch_nondet, unbatch_rebatch,
          nested_prefetch, empty_after_filter, very_slow]
-only = sys.argv[1:]
-for make in cases:
-    if only and make.__name__ not in only:
-        continue
-    t0 = time.time()
-    try:
-        plan = plumbkit.optimize(make, seconds=1.5, protocol=BRIEF)
-        ok = ""
-        try:
-            a = [np.asarray(tf.nest.flatten(e)[0]).tolist() for e in make().take(30)]
-            b = [np.asarray(tf.nest.flatten(e)[0]).tolist() for e in plan.dataset.take(30)]
-            if sorted(map(str, a)) != sorted(map(str, b)): ok = "  <<< ELEMENTS DIFFER"
-        except Exception as e2:
-            ok = f"  <<< compare failed {type(e2).__name__}"
-        print(f"OK   {make.__name__:20s} {time.time()-t0:5.1f}s pred={plan.prediction.throughput:,.0f} changes={[c.what+':'+c.where for c in plan.proposed_changes]}{ok}", flush=True)
-        print("      ", "\n       ".join(str(plan).splitlines()[:40]) if os.environ.get("FULL") else str(plan).splitlines()[0][:220], flush=True)
-    except Exception as e:
-        print(f"FAIL {make.__name__:20s} {time.time()-t0:5.1f}s {type(e).__name__}: {str(e)[:300]}", flush=True)
-        for fr in traceback.extract_tb(e.__traceback__):
-            if "plumbkit" in fr.filename: print("   ", fr.filename.split("plumbkit/")[-1], fr.lineno, fr.name)
+run(cases, first_elements_alike)
