@@ -193,25 +193,22 @@ class _FunctionLibrary:
         self._random[name] = result
         return result
 
-    def writes_state(self, name: str, seen: set[str] | None = None) -> bool:
+    def writes_state(self, name: str) -> bool:
         """Does ``name`` (transitively) change a variable, table, queue or file when it runs?"""
-        seen = seen if seen is not None else set()
-        if name in seen or name not in self.functions:
-            return False
-        seen.add(name)
-        fdef = self.functions[name]
-        return (any(n.op in STATE_WRITING_OPS for n in fdef.node_def)
-                or any(self.writes_state(c, seen) for c in self.callees(fdef)))
+        return self._runs_op(name, STATE_WRITING_OPS, set())
 
-    def calls_python(self, name: str, seen: set[str] | None = None) -> bool:
+    def calls_python(self, name: str) -> bool:
         """Does ``name`` (transitively, generators included) run a Python function?"""
-        seen = seen if seen is not None else set()
+        return self._runs_op(name, PYTHON_OPS, set())
+
+    def _runs_op(self, name: str, ops, seen: set[str]) -> bool:
+        """Does ``name`` or a function it calls hold a node of one of ``ops``?"""
         if name in seen or name not in self.functions:
             return False
         seen.add(name)
         fdef = self.functions[name]
-        return (any(n.op in PYTHON_OPS for n in fdef.node_def)
-                or any(self.calls_python(c, seen) for c in self.callees(fdef)))
+        return (any(n.op in ops for n in fdef.node_def)
+                or any(self._runs_op(c, ops, seen) for c in self.callees(fdef)))
 
     def _has_random_node(self, fdef) -> bool:
         nodes = {n.name: n for n in fdef.node_def}
