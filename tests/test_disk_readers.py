@@ -16,6 +16,8 @@ import tensorflow as tf
 import plumbkit
 from plumbkit.tfdata.disk import compression_of, measure_read_bandwidth
 
+from conftest import BRIEF
+
 pytestmark = pytest.mark.concurrent  # checks what is read and planned, not a speed (tests/run)
 
 
@@ -47,7 +49,7 @@ def test_a_pipeline_of_gzip_records_is_planned(tmp_path):
     def make():
         ds = tf.data.TFRecordDataset(files, compression_type="GZIP", num_parallel_reads=2)
         return ds.map(lambda s: tf.reduce_sum(tf.cast(tf.io.decode_raw(s, tf.uint8), tf.int64))).batch(50)
-    plan = plumbkit.optimize(make, seconds=0.5, compare=False, protocol=plumbkit.engine.compare.BRIEF)
+    plan = plumbkit.optimize(make, seconds=0.5, compare=False, protocol=BRIEF)
     assert plan.prediction.throughput > 0
     yours = sorted(v for b in make() for v in b.numpy().tolist())  # two readers interleaved
     assert sorted(v for b in plan.dataset for v in b.numpy().tolist()) == yours

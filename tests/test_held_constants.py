@@ -25,6 +25,8 @@ from plumbkit.tfdata.graph import dataset_at, pipeline_of, serialized_graph, sta
 from plumbkit.tfdata.held_constants import HELD_ATTR, held_bindings, held_count, holding
 from plumbkit.tfdata.rebuild import apply_changes
 
+from conftest import BRIEF
+
 pytestmark = pytest.mark.concurrent  # checks what is yielded and held, not a speed (tests/run)
 
 ROWS = 2048  # 2048 x 16 x 16 x 3 float32: 6.3 MB, well over the 1 MB held
@@ -135,6 +137,6 @@ def test_what_is_held_is_let_go_when_the_operation_ends_unless_a_pipeline_uses_i
 def test_a_plan_for_arrays_in_memory_keeps_their_elements():
     x, y = arrays(seed=3)
     plan = plumbkit.optimize(lambda: keras_style(x, y).repeat(), seconds=0.3, compare=False,
-                             protocol=plumbkit.engine.compare.BRIEF)
+                             protocol=BRIEF)
     yours = elements(keras_style(x, y).repeat().take(ROWS // 64 * 2))
     assert elements(plan.dataset.take(ROWS // 64 * 2)) == yours

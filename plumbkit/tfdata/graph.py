@@ -469,15 +469,16 @@ def variant_at(graph_def: graph_pb2.GraphDef, node: str) -> tuple[tf.Tensor, Any
     and what must be kept alive with it (the builder binding its held in-memory data, or None)."""
     from tensorflow.python.ops import gen_experimental_dataset_ops
 
-    from .held_constants import held_bindings
+    from .held_constants import HELD_ATTR, held_bindings
     from .live_state import variant_with_live_resources
 
     graph_def = graph_pb2.GraphDef.FromString(graph_def.SerializeToString())
     retval = next(n for n in graph_def.node if n.op == "_Retval")
     del retval.input[:]
     retval.input.append(node)
-    if held := held_bindings(graph_def := pruned(graph_def)):
-        return variant_with_live_resources(graph_def, held)
+    if any(HELD_ATTR in n.attr for n in graph_def.node):  # bound, where the new output still reaches it
+        if held := held_bindings(graph_def := pruned(graph_def)):
+            return variant_with_live_resources(graph_def, held)
     return gen_experimental_dataset_ops.dataset_from_graph(graph_def.SerializeToString()), None
 
 

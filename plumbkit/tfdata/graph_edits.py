@@ -143,13 +143,11 @@ def dataset_from_graph_def(graph_def: GraphDef, element_spec: Any, *,
     if have and have != want:
         raise RewriteError(f"the graph yields {[t.name for t in have]} but element_spec "
                            f"needs {[t.name for t in want]}")
+    graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
     try:
-        held = held_bindings(graph_def)
+        bindings.update(held_bindings(graph_def))  # in-memory data held once (held_constants)
     except HeldConstantGone as err:
         raise RewriteError(str(err)) from err
-    graph_def, bindings = live_state.bind_live_resources(graph_def, captures or {})
-    present = {n.name for n in graph_def.node}
-    bindings.update({name: t for name, t in held.items() if name in present})
     builder = None
     try:
         if bindings:

@@ -1,8 +1,8 @@
 """The runtime's own costs, measured on this machine before any rewrite (a TensorFlow edge).
 
 A before-the-fact prediction needs what tf.data and the consumer cost besides the user's
-operators: the consumer's ceiling on this pipeline's elements (one replayed:
-``take(1).cache().repeat()``, the tf.data papers' ideal), the CPU of handing one element to
+operators: the consumer's ceiling on this pipeline's elements (one replayed,
+:func:`~plumbkit.tfdata.run.replayed`: the tf.data papers' ideal), the CPU of handing one element to
 another thread (a parallel operator's pool, a prefetch) and of reading one element back from a
 memory cache. The last two do not depend on the user's pipeline: they are measured once per
 process on planted elements, with process CPU time (a busy neighbour stretches wall time, not CPU
