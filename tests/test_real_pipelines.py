@@ -223,15 +223,17 @@ def test_operators_that_never_ran_are_labelled_so():
     assert trace.op("map(first)").note != "did not run during the trace"
 
 
-def counted(writes: bool) -> tuple[tf.data.Dataset, tf.Variable]:
-    """A map that counts the elements it sees in a variable of yours (``writes``), or the same
-    map reading it only: finite, deterministic, cacheable but for the count."""
+def counted(writes: bool, reads: bool = True) -> tuple[tf.data.Dataset, tf.Variable]:
+    """A map that counts the elements it sees in a variable of yours (``writes``), the same map
+    reading it only (``reads``: its elements are the work plus 0 x the count), or neither:
+    finite, deterministic, cacheable but for the variable."""
     seen = tf.Variable(0, dtype=tf.int64)
 
     def count(x):
         if writes:
             seen.assign_add(1)
-        return tf.reduce_sum(tf.sin(tf.cast(tf.range(x % 200), tf.float32))) + tf.cast(0 * seen.read_value(), tf.float32)
+        work = tf.reduce_sum(tf.sin(tf.cast(tf.range(x % 200), tf.float32)))
+        return work + tf.cast(0 * seen.read_value(), tf.float32) if reads else work
     return tf.data.Dataset.range(2000).map(count).batch(50), seen
 
 
@@ -255,6 +257,67 @@ def test_a_map_that_writes_your_state_is_never_cached_above():
         for _ in rebuilt:
             pass
     assert int(seen.numpy()) == 2 * 2000
-    # negative control: the same map reading the variable only is cached above
-    reads, _ = counted(writes=False)
-    assert plumbkit.trace(reads, seconds=0.5, min_seconds=0.3).op("batch(50)").cacheable
+    # negative control: the same map touching no variable is cached above
+    plain, _ = counted(writes=False, reads=False)
+    assert plumbkit.trace(plain, seconds=0.5, min_seconds=0.3).op("batch(50)").cacheable
+
+
+def scaled_by(knob: tf.Variable) -> tf.data.Dataset:
+    """A map whose elements follow a variable of yours (a curriculum's knob, an augmentation's
+    strength a callback changes between epochs): 2,000 elements of work, times ``knob``."""
+    def scale(x):
+        work = tf.reduce_sum(tf.sin(tf.cast(tf.range(x % 200), tf.float32)))
+        return work * 0 + tf.cast(x, tf.float32) * knob
+    return tf.data.Dataset.range(2000).map(scale).batch(50)
+
+
+def test_a_map_that_reads_your_variable_is_never_cached_above():
+    """A cache above a map that reads a variable replays the values of its first epoch: a
+    variable your training changes between epochs no longer reaches the elements. Found trying
+    user shapes (session 59): the plan cached ``batch(50)`` above such a map, and the epoch after
+    ``knob.assign(2.0)`` still yielded the first epoch's values."""
+    knob = tf.Variable(1.0)
+    trace = plumbkit.trace(scaled_by(knob), seconds=0.5, min_seconds=0.3)
+    mapped = trace.op("map(scale)")
+    assert not mapped.cacheable and mapped.cache_note.startswith("reads state: map(scale)"), mapped.cache_note
+    assert not trace.op("batch(50)").cacheable
+    assert any("read your variables or tables ['map(scale)']" in n for n in trace.notes), trace.notes
+    plan = plumbkit.optimize(lambda: scaled_by(knob), seconds=0.5, compare=False, protocol=BRIEF)
+    caches = [c.where for c in plan.proposed_changes if c.what == "cache"]
+    assert caches in ([], ["range"]), caches  # below the map, never above it
+    # what the plan hands back follows the variable from one epoch to the next
+    rebuilt = apply_changes(scaled_by(knob), plan.proposed_changes, allow_external_state=True)
+    first = np.concatenate([b.numpy() for b in rebuilt])
+    knob.assign(2.0)
+    second = np.concatenate([b.numpy() for b in rebuilt])
+    np.testing.assert_allclose(first, np.arange(2000))
+    np.testing.assert_allclose(second, 2 * np.arange(2000))
+    # negative control: a cache above the map (what the plan did before) replays the first epoch
+    knob.assign(1.0)
+    frozen = scaled_by(knob).cache()
+    assert np.concatenate([b.numpy() for b in frozen])[1] == 1.0
+    knob.assign(2.0)
+    assert np.concatenate([b.numpy() for b in frozen])[1] == 1.0
+
+
+def looked_up(table) -> tf.data.Dataset:
+    """Words mapped to ids through ``table``, batched: deterministic, finite."""
+    def ids(words):
+        return tf.reshape(table.lookup(words), [-1])
+    return tf.data.Dataset.from_tensor_slices(sentences(400)).map(tf.strings.split).map(ids).padded_batch(20)
+
+
+def test_a_table_that_can_change_is_read_each_epoch_and_a_static_one_is_cached_above():
+    """A ``MutableHashTable`` you may fill while training is state: nothing that looks it up is
+    cached above. A ``StaticHashTable`` (and Keras' lookup layers, built on one) cannot change:
+    what looks it up stays cacheable (the negative control)."""
+    vocabulary = sorted(set(WORDS))
+    keys = tf.constant(vocabulary)
+    ids = tf.range(1, len(vocabulary) + 1, dtype=tf.int64)
+    mutable = tf.lookup.experimental.MutableHashTable(tf.string, tf.int64, default_value=0)
+    mutable.insert(keys, ids)
+    trace = plumbkit.trace(looked_up(mutable), seconds=0.5, min_seconds=0.3)
+    assert not trace.op("padded_batch(20)").cacheable, trace.op("padded_batch(20)").cache_note
+    assert trace.op("padded_batch(20)").cache_note.startswith("reads state: map(ids)")
+    static = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, ids), default_value=0)
+    assert plumbkit.trace(looked_up(static), seconds=0.5, min_seconds=0.3).op("padded_batch(20)").cacheable

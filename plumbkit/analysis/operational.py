@@ -204,7 +204,7 @@ class _Evidence:
     attributed: _Attributed
     cardinalities: dict[str, float | None]
     random_below: dict[str, bool]
-    writes_below: dict[str, bool]
+    state_below: dict[str, bool]
     cores: int
     calibration: Calibration | None
 
@@ -225,7 +225,7 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     reader = _reader_totals(pipeline, rmap, snaps)
     card = _cardinalities(pipeline, cardinalities, attributed.elements, file_sizes or {}, reader)
     evidence = _Evidence(pipeline, rmap, window, attributed, card, _random_below(pipeline),
-                         _writes_below(pipeline), raw.cores, calibration)
+                         _state_below(pipeline), raw.cores, calibration)
     threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
     ops = [_op_stats(op, evidence) for op in pipeline]
     _insert_injected(ops, evidence)
@@ -329,7 +329,7 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
     materialized = None
     if n is not None and math.isfinite(n) and bpe is not None and not ev.random_below[op.name]:
         materialized = n * bpe
-    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.writes_below,
+    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.state_below,
                                           ev.cardinalities, materialized)
     theta = min(parallelism or 1, ev.cores)
     return OpStats(
@@ -569,11 +569,12 @@ def _random_below(pipeline: Pipeline) -> dict[str, bool]:
     return _below(pipeline, lambda op: op.random)
 
 
-def _writes_below(pipeline: Pipeline) -> dict[str, bool]:
+def _state_below(pipeline: Pipeline) -> dict[str, bool]:
     """True where the operator or anything it reads from changes the user's state when it runs
-    (a variable assigned, a table filled): a cache above it would run it in the first epoch
-    only. Above the user's own ``cache()`` that is already so."""
-    return _below(pipeline, lambda op: op.writes_state)
+    (a variable assigned, a table filled: a cache above it would run it in the first epoch
+    only) or reads state that can change (a variable, a mutable table: a cache above it would
+    replay the first epoch's values). Above the user's own ``cache()`` that is already so."""
+    return _below(pipeline, lambda op: op.writes_state or op.reads_state)
 
 
 def _below(pipeline: Pipeline, holds) -> dict[str, bool]:
@@ -621,14 +622,19 @@ def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file
     return out
 
 
-def _cacheability(name: str, pipeline: Pipeline, random_below, writes_below, card,
+def _cacheability(name: str, pipeline: Pipeline, random_below, state_below, card,
                   materialized) -> tuple[bool, str]:
     if random_below[name]:
         culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.random)
         return False, f"random: {culprit} changes every epoch"
-    if writes_below[name]:
-        culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.writes_state)
-        return False, f"writes state: {culprit} changes your variables or tables each time it runs"
+    if state_below[name]:
+        below = [pipeline[name], *pipeline.descendants(name)]
+        writer = next((o.label for o in below if o.writes_state), None)
+        if writer:
+            return False, f"writes state: {writer} changes your variables or tables each time it runs"
+        reader = next(o.label for o in below if o.reads_state)
+        return False, (f"reads state: {reader} reads your variables or tables, which may change while you "
+                       f"train: a cache would replay their first epoch's values")
     if card.get(name) is not None and math.isinf(card[name]):
         return False, "infinite: a repeat() below never ends"
     if pipeline.problems:

@@ -64,6 +64,11 @@ def explain_limits(pipeline: Pipeline, cardinalities: dict[str, int]) -> tuple[s
     if writers:
         notes.append(f"operators that change your variables or tables {writers}: they and everything above "
                      f"them cannot be cached (a cache would run them in the first epoch only)")
+    readers = [op.label for op in pipeline if op.reads_state and not op.writes_state]
+    if readers:
+        notes.append(f"operators that read your variables or tables {readers}: they and everything above them "
+                     f"are not cached (a cache would replay the values of its first epoch); if those never "
+                     f"change while you train, add .cache() after them yourself")
     return tuple(notes)
 
 

@@ -109,6 +109,9 @@ class Operator:
     #: its function changes the user's state (assigns a variable, fills a table): a cache above
     #: it would run it in the first epoch only
     writes_state: bool = False
+    #: its function reads state that can change between epochs (a variable: a model's weights, a
+    #: curriculum's knob; a mutable table): a cache above it would replay its first epoch's values
+    reads_state: bool = False
     files: tuple[str, ...] = ()  # files this operator reads (statically known)
     deterministic: str | None = None  # the op's `deterministic` attribute where it has one
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)

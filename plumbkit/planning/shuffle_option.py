@@ -130,5 +130,6 @@ def offer_reorder(trace, base, *, measured, directory: str, **decide_args) -> Op
 
 
 def _runs_each_epoch(op: Operator) -> bool:
-    """Draws random numbers or writes the user's state: a cache above it would freeze it."""
-    return op.random or op.writes_state
+    """Draws random numbers, writes the user's state or reads state that can change: a cache above
+    it would freeze it."""
+    return op.random or op.writes_state or op.reads_state

@@ -55,6 +55,16 @@ STATE_WRITING_OPS = frozenset({
     "ResourceScatterNdSub", "ResourceStridedSliceAssign", "LookupTableInsertV2", "LookupTableRemoveV2",
     "LookupTableImportV2", "QueueEnqueueV2", "QueueEnqueueManyV2", "WriteFile",
 })
+# Ops that read a variable of the user's, whose value a training loop or a callback may change
+# between epochs (a model's weights, a curriculum's knob): a cache above them would replay the
+# values of its first epoch. Keras' preprocessing layers read none (their vocabularies and
+# statistics are constants or immutable tables).
+VARIABLE_READ_OPS = frozenset({"ReadVariableOp", "ResourceGather", "ResourceGatherNd"})
+# A table that can change after the pipeline is built (``tf.lookup.experimental.MutableHashTable``
+# and its dense form), found where an operator's captured resources come from; a
+# ``StaticHashTable`` cannot change.
+MUTABLE_TABLE_OPS = frozenset({"MutableHashTableV2", "MutableHashTableOfTensorsV2", "MutableDenseHashTableV2"})
+TABLE_READ_OPS = frozenset({"LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2"})
 
 _INFERENCE_NAME = re.compile(r"^__inference_(?:Dataset_(?P<method>[a-z_]+?)_)?(?P<func>.+?)_\d+$")
 _METHOD_PREFIXES = (
@@ -197,6 +207,14 @@ class _FunctionLibrary:
         """Does ``name`` (transitively) change a variable, table, queue or file when it runs?"""
         return self._runs_op(name, STATE_WRITING_OPS, set())
 
+    def reads_variables(self, name: str) -> bool:
+        """Does ``name`` (transitively) read a variable when it runs?"""
+        return self._runs_op(name, VARIABLE_READ_OPS, set())
+
+    def reads_tables(self, name: str) -> bool:
+        """Does ``name`` (transitively) look a key up in a table when it runs?"""
+        return self._runs_op(name, TABLE_READ_OPS, set())
+
     def calls_python(self, name: str) -> bool:
         """Does ``name`` (transitively, generators included) run a Python function?"""
         return self._runs_op(name, PYTHON_OPS, set())
@@ -321,6 +339,19 @@ def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
     return kind if kind != "opaque" else f"opaque({op_type})"
 
 
+def _reads_state(node, nodes, library: "_FunctionLibrary", functions: list[str]) -> bool:
+    """Does ``node``'s function read state that can change between epochs: a variable, or a
+    mutable table it captures (a captured resource is one of the node's own inputs)?"""
+    if any(library.reads_variables(f) for f in functions):
+        return True
+    captured = set()
+    for name in _input_names(node):
+        while name in nodes and nodes[name].op == "Identity":  # the table restored, then passed on
+            name = _input_names(nodes[name])[0]
+        captured.add(nodes[name].op if name in nodes else "")
+    return bool(captured & MUTABLE_TABLE_OPS) and any(library.reads_tables(f) for f in functions)
+
+
 def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str = "",
                             problems: Iterable[str] = ()) -> Pipeline:
     """Build the operator tree from a serialized pipeline graph (pure GraphDef reading)."""
@@ -373,6 +404,7 @@ def pipeline_from_graph_def(graph_def: graph_pb2.GraphDef, *, element_spec: str 
             functions=tuple(functions), label=_label(kind, node.op, functions, inner_ops, tunables),
             random=bool(random), files=tuple(files), deterministic=deterministic,
             writes_state=any(library.writes_state(f) for f in functions),
+            reads_state=_reads_state(node, nodes, library, functions),
             inner_kinds=tuple(dict.fromkeys(kind_of(o) for o in inner_ops)),
             holds_gil=node.op in PYTHON_OPS or any(library.calls_python(f) for f in functions),
             static_bytes=_static_bytes(node),
