@@ -257,9 +257,11 @@ def test_a_map_that_writes_your_state_is_never_cached_above():
         for _ in rebuilt:
             pass
     assert int(seen.numpy()) == 2 * 2000
-    # negative control: the same map touching no variable is cached above
+    # negative control: the same map touching no variable is cached above, and no option is
+    # offered for it (the writer above is never offered either: a cache stops its writes)
     plain, _ = counted(writes=False, reads=False)
     assert plumbkit.trace(plain, seconds=0.5, min_seconds=0.3).op("batch(50)").cacheable
+    assert not any(o.title.startswith("cache at") for o in plan.options), plan.options
 
 
 def scaled_by(knob: tf.Variable) -> tf.data.Dataset:
@@ -292,12 +294,18 @@ def test_a_map_that_reads_your_variable_is_never_cached_above():
     second = np.concatenate([b.numpy() for b in rebuilt])
     np.testing.assert_allclose(first, np.arange(2000))
     np.testing.assert_allclose(second, 2 * np.arange(2000))
-    # negative control: a cache above the map (what the plan did before) replays the first epoch
+    # the cache above it is offered, never applied, saying what it replays; turned on, it does
+    # replay the first epoch (the negative control: what the plan did before this rule)
+    option = next(o for o in plan.options if o.title.startswith("cache at batch(50) in memory, if what map(scale)"))
+    assert [(c.what, c.where) for c in option.changes] == [("cache", "batch(50)")], option
+    assert option.predicted_throughput > plan.prediction.throughput and "replays the values" in option.note
     knob.assign(1.0)
-    frozen = scaled_by(knob).cache()
+    frozen = apply_changes(scaled_by(knob), [*plan.proposed_changes, *option.changes], allow_external_state=True)
     assert np.concatenate([b.numpy() for b in frozen])[1] == 1.0
     knob.assign(2.0)
     assert np.concatenate([b.numpy() for b in frozen])[1] == 1.0
+    assert "# plumbkit option: cache at batch(50)" in plan.rewrite_source(
+        "ds = tf.data.Dataset.range(2000).map(scale).batch(50)\n")
 
 
 def looked_up(table) -> tf.data.Dataset:

@@ -55,6 +55,8 @@ class OpStats:
     runtime: str  # runtime node name(s), e.g. "ParallelMapV2", "MapAndBatch"
     note: str = ""  # e.g. "fused with batch(32) into MapAndBatch by tf.data"
     injected: bool = False  # added by tf.data, not in the user's code
+    #: cacheable were the variables and tables read below it frozen (what an option offers)
+    cacheable_if_state_frozen: bool = False
     # The three facts (see plumbkit.analysis.costs) and where each figure comes from.
     cpu_per_element: float | None = None  # c_i, CPU seconds per element
     cpu_from: str = ""  # "calibrated alone" or "trace wall time, scaled"
@@ -204,7 +206,8 @@ class _Evidence:
     attributed: _Attributed
     cardinalities: dict[str, float | None]
     random_below: dict[str, bool]
-    state_below: dict[str, bool]
+    writes_below: dict[str, bool]
+    reads_below: dict[str, bool]
     cores: int
     calibration: Calibration | None
 
@@ -225,7 +228,8 @@ def analyze(pipeline: Pipeline, raw: RawTrace, *, cardinalities: Mapping[str, in
     reader = _reader_totals(pipeline, rmap, snaps)
     card = _cardinalities(pipeline, cardinalities, attributed.elements, file_sizes or {}, reader)
     evidence = _Evidence(pipeline, rmap, window, attributed, card, _random_below(pipeline),
-                         _state_below(pipeline), raw.cores, calibration)
+                         _below(pipeline, lambda op: op.writes_state), _below(pipeline, lambda op: op.reads_state),
+                         raw.cores, calibration)
     threadpool = int(pipeline.options.get("threadpool") or 0) or raw.cores
     ops = [_op_stats(op, evidence) for op in pipeline]
     _insert_injected(ops, evidence)
@@ -329,8 +333,8 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
     materialized = None
     if n is not None and math.isfinite(n) and bpe is not None and not ev.random_below[op.name]:
         materialized = n * bpe
-    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev.random_below, ev.state_below,
-                                          ev.cardinalities, materialized)
+    cacheable, cache_note = _cacheability(op.name, ev.pipeline, ev, materialized)
+    frozen = cacheable or _cacheability(op.name, ev.pipeline, ev, materialized, state_frozen=True)[0]
     theta = min(parallelism or 1, ev.cores)
     return OpStats(
         name=op.name, label=op.label, kind=op.kind, parallelism=parallelism,
@@ -341,7 +345,7 @@ def _op_stats(op: Operator, ev: _Evidence) -> OpStats:
         elements_per_second=V * ev.window.throughput if V is not None and not idle else (C or 0) / T,
         bytes_per_element=bpe, cardinality=n,
         materialized_bytes=materialized, cacheable=cacheable, cache_note=cache_note,
-        random=ev.random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
+        cacheable_if_state_frozen=frozen, random=ev.random_below[op.name], buffer_fill=_buffer_fill(sample), runtime=runtime,
         note=_op_note(op, ev, C, sample, runtime), cpu_per_element=(U / C if C else cost.cpu),
         cpu_from=cost.cpu_from if C else "",
         latency_per_element=cost.latency, latency_from=cost.latency_from,
@@ -569,16 +573,13 @@ def _random_below(pipeline: Pipeline) -> dict[str, bool]:
     return _below(pipeline, lambda op: op.random)
 
 
-def _state_below(pipeline: Pipeline) -> dict[str, bool]:
-    """True where the operator or anything it reads from changes the user's state when it runs
-    (a variable assigned, a table filled: a cache above it would run it in the first epoch
-    only) or reads state that can change (a variable, a mutable table: a cache above it would
-    replay the first epoch's values). Above the user's own ``cache()`` that is already so."""
-    return _below(pipeline, lambda op: op.writes_state or op.reads_state)
-
-
 def _below(pipeline: Pipeline, holds) -> dict[str, bool]:
-    """``holds(op)`` for the operator or anything it reads from, up to the user's own caches."""
+    """``holds(op)`` for the operator or anything it reads from, up to the user's own caches.
+
+    ``op.writes_state``: it changes the user's state when it runs (a variable assigned, a table
+    filled): a cache above it would run it in the first epoch only. ``op.reads_state``: it reads
+    state that can change (a variable, a mutable table): a cache above it would replay the first
+    epoch's values. Above the user's own ``cache()`` both are already so."""
     out: dict[str, bool] = {}
     for op in reversed(list(pipeline)):  # sources first
         out[op.name] = holds(op) or (op.kind != "cache" and any(out.get(i, False) for i in op.inputs))
@@ -622,25 +623,29 @@ def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file
     return out
 
 
-def _cacheability(name: str, pipeline: Pipeline, random_below, state_below, card,
-                  materialized) -> tuple[bool, str]:
-    if random_below[name]:
-        culprit = next(o.label for o in [pipeline[name], *pipeline.descendants(name)] if o.random)
+def _cacheability(name: str, pipeline: Pipeline, ev: _Evidence, materialized, *,
+                  state_frozen: bool = False) -> tuple[bool, str]:
+    """(cacheable, why). ``state_frozen``: as if the variables and tables read below never changed
+    (the option :mod:`plumbkit.planning.frozen_option` offers): the reads are the last check, so
+    everything else holds where only they stand in the way."""
+    below = [pipeline[name], *pipeline.descendants(name)]
+    if ev.random_below[name]:
+        culprit = next(o.label for o in below if o.random)
         return False, f"random: {culprit} changes every epoch"
-    if state_below[name]:
-        below = [pipeline[name], *pipeline.descendants(name)]
-        writer = next((o.label for o in below if o.writes_state), None)
-        if writer:
-            return False, f"writes state: {writer} changes your variables or tables each time it runs"
-        reader = next(o.label for o in below if o.reads_state)
-        return False, (f"reads state: {reader} reads your variables or tables, which may change while you "
-                       f"train: a cache would replay their first epoch's values")
+    if ev.writes_below[name]:
+        culprit = next(o.label for o in below if o.writes_state)
+        return False, f"writes state: {culprit} changes your variables or tables each time it runs"
+    card = ev.cardinalities
     if card.get(name) is not None and math.isinf(card[name]):
         return False, "infinite: a repeat() below never ends"
     if pipeline.problems:
         return False, "pipeline cannot be rebuilt (see problems)"
     if materialized is None:
         return False, "size unknown"
+    if ev.reads_below[name] and not state_frozen:
+        reader = next(o.label for o in below if o.reads_state)
+        return False, (f"reads state: {reader} reads your variables or tables, which may change while you "
+                       f"train: a cache would replay their first epoch's values")
     return True, "deterministic and finite"
 
 

@@ -51,6 +51,7 @@ from .predict import (
     predict,
 )
 from .fill import fills_a_cache, predict_fill
+from .frozen_option import frozen_option
 
 if TYPE_CHECKING:
     from .disk_tier import TierPlan
@@ -294,7 +295,9 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
     layout = layout_with(ev, changes)
     fill = predict_fill(ev, layout) if fills_a_cache(ev, layout) else None
     labels = {o.name: o.label for o in trace.analysis.ops}
-    options = offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds, mine=mine)
+    options = priced_options(ev, changes, offered_options(trace, resource_lp, cores=cores, skip=skip, bounds=bounds,
+                                                          mine=mine), prediction)
+    frozen = frozen_option(trace, ev, changes, prediction, usable.bytes, root) if cache and not cache_at else None
     return Decisions(
         changes=changes, allocation=allocation, cache=cache_decision, prediction=prediction,
         # the allocation shown is over the user's own operators (not the measuring wrapper, not
@@ -302,7 +305,7 @@ def decide(trace: Traced, *, cores: float | None = None, memory_budget: float | 
         theta_by_label={labels.get(k, k): v for k, v in allocation.theta.items() if k in mine},
         charged={k: v for k, v in allocation.theta.items() if k in PSEUDO or k == OVERHEAD},
         free=[labels.get(n, n) for n in p.operators if n in skip and n in mine],
-        options=priced_options(ev, changes, options, prediction), fill_prediction=fill, tiers=dict(tiers or {}),
+        options=options + ([frozen] if frozen else []), fill_prediction=fill, tiers=dict(tiers or {}),
         notes=[n for n in (usable.note, _scale_note(trace.analysis)) if n] + [d.note for d in declined],
         declined=declined)
 
