@@ -299,6 +299,7 @@ def test_a_map_that_reads_your_variable_is_never_cached_above():
     option = next(o for o in plan.options if o.title.startswith("cache at batch(50) in memory, if what map(scale)"))
     assert [(c.what, c.where) for c in option.changes] == [("cache", "batch(50)")], option
     assert option.predicted_throughput > plan.prediction.throughput and "replays the values" in option.note
+    assert f"    - {option}" in str(plan) and str(option) in plan._repr_html_().replace("&#x27;", "'")  # every view
     knob.assign(1.0)
     frozen = apply_changes(scaled_by(knob), [*plan.proposed_changes, *option.changes], allow_external_state=True)
     assert np.concatenate([b.numpy() for b in frozen])[1] == 1.0

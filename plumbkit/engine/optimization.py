@@ -121,7 +121,7 @@ class Plan:
     free: list[str] = field(default_factory=list)  # operators that cost nothing in steady state
     runtime: RuntimeCosts | None = None
     partial: bool = False  # cut short (Cancel, Ctrl-C): nothing applied, notes say what was measured
-    options: list[Option] = field(default_factory=list)  # offered, not applied: they change the order
+    options: list[Option] = field(default_factory=list)  # offered, not applied: each says what it changes
     #: the disk tier the plan holds: where, how large, its steady state (``prediction``) and its
     #: filling epoch predicted (None: no tier; an offered one is among ``options``)
     tier: TierPlan | None = None

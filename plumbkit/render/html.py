@@ -6,7 +6,7 @@ import html
 from typing import TYPE_CHECKING
 
 from .table import COLUMNS, pct, row_cells
-from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, cache_row, first_epoch_line, summary_lines,
+from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, OPTIONS_TITLE, cache_row, first_epoch_line, summary_lines,
                    training_rows, training_speedup_line, unshown_notes)
 
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ def _details(plan: "Plan") -> str:
         parts.append(f"<b>notes</b><ul style='margin:2px 0'>{notes}</ul>")
     offered = "".join(f"<li>{html.escape(str(o))}</li>" for o in plan.options)
     if offered:
-        parts.append(f"<b>options (not applied: they change the order)</b><ul style='margin:2px 0'>{offered}</ul>")
+        parts.append(f"<b>{html.escape(OPTIONS_TITLE)}</b><ul style='margin:2px 0'>{offered}</ul>")
     protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
     protocol += FIRST_EPOCH_PROTOCOL if plan.first_epoch else ""
     parts.append(f"<b>measured alike</b>: {html.escape(protocol)}")

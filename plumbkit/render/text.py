@@ -276,6 +276,10 @@ def training_table(plan: "Plan") -> list[str]:
             + ["    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells])
 
 
+#: What heads the options a plan offers, in every view.
+OPTIONS_TITLE = "offered, not applied (each says what it changes besides speed: yours to turn on)"
+
+
 def plan_text(plan: "Plan") -> str:
     protocol = plan.comparison.protocol.describe() if plan.comparison is not None else "not measured"
     if plan.first_epoch:
@@ -300,6 +304,9 @@ def plan_text(plan: "Plan") -> str:
     if plan.free:
         lines.append("  free in steady state (below a cache): " + ", ".join(plan.free))
     lines.append(f"  cache: {cache_row(plan)} — {plan.cache.why}")
+    if plan.options:  # the widget lists them too (render/html.py); the exported cell as comments
+        lines.append(f"  {OPTIONS_TITLE}:")
+        lines += [f"    - {o}" for o in plan.options]
     lines += [f"  note: {n}" for n in unshown_notes(plan)]
     return "\n".join(lines)
 
