@@ -620,6 +620,21 @@ def _cardinalities(pipeline: Pipeline, static: Mapping[str, int], elements, file
         else:
             C, Cin = elements.get(op.name), elements.get(op.inputs[0])
             out[op.name] = kids[0] * C / Cin if C is not None and Cin else None
+    return _scaled_from_the_root(pipeline, out, elements)
+
+
+def _scaled_from_the_root(pipeline: Pipeline, out: dict[str, float | None], elements) -> dict[str, float | None]:
+    """Where counting up from the sources finds nothing (a generator: TensorFlow cannot tell its
+    length) but an operator above knows its epoch (counted:
+    :func:`plumbkit.engine.restarts.with_counted_epoch`), each operator below it counts its
+    consumer's count times its elements per consumer element in the trace (the ratio measured, as
+    Plumber's Appendix A scales an input's count, read from the top down)."""
+    consumer = {i: op.name for op in pipeline for i in op.inputs}
+    for op in pipeline:  # the root first: a consumer is settled before its inputs
+        up = consumer.get(op.name)
+        n, here, there = out.get(up) if up else None, elements.get(op.name), elements.get(up) if up else None
+        if out.get(op.name) is None and n is not None and math.isfinite(n) and here and there:
+            out[op.name] = n * here / there
     return out
 
 

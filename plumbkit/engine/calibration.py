@@ -16,7 +16,7 @@ from ..model.costs import Calibration
 from ..planning.predict import ran_one_call_at_a_time
 from ..tfdata.calibrate import Hint, calibrate
 from ..tfdata.tracer import observable
-from .trace_result import Trace, build_trace
+from .trace_result import Trace, reanalyzed
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -147,9 +147,7 @@ def own_pool_idle(trace: Trace) -> dict[str, float]:
 
 
 def _rebuilt(trace: Trace, calibration: Calibration) -> Trace:
-    return build_trace(trace.pipeline, trace.raw, cardinalities=trace.cardinalities,
-                       file_sizes=trace.file_sizes, notes=trace.notes,
-                       source_exact=trace.analysis.source_exact, calibration=calibration)
+    return reanalyzed(trace, calibration=calibration)
 
 
 __all__ = ["calibrated", "hints", "own_pool_idle", "with_parallel_costs"]

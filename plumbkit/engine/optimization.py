@@ -62,7 +62,7 @@ from .demand import check_step_arguments, ideal_alike, measure_model, training_a
 from .right_sizing import right_size_planned, ships_for_training
 from .measuring import Progress, disk_bound, measure, one_epoch_batches
 from .partial import partial_pick, partial_plan
-from .restarts import measure_restarts
+from .restarts import measure_restarts, with_counted_epoch
 from .scheduler import checkpoint, operation, stop_event
 from .trace_result import Trace
 from .tracing import PipelineLike
@@ -331,6 +331,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     cores = cores or original.cores
     user = pipeline_of(ds)
     runtime = _runtime_costs(ds, build_yours, original, protocol, progress)
+    original = with_counted_epoch(original, runtime.restarts)  # a length TensorFlow cannot tell, counted
     disk = disk_bound(original, parallelism=int(cores))
     demand = None  # the model's demand, measured before planning: where the model binds, the plan is right-sized
     if model is not None or step is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..planning.predict import EpochRestarts
 from ..tfdata.runtime_costs import epoch_restart, is_infinite
-from .trace_result import Trace
+from .trace_result import Trace, reanalyzed
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -91,3 +91,17 @@ def measure_restarts(build: Callable[[], "tf.data.Dataset"], t: Trace) -> EpochR
     if measured is None or measured[0] / t.throughput > LONGEST_EPOCH_SECONDS:
         return None
     return EpochRestarts(minibatches=float(measured[0]), startup=measured[1], below=below, epoch=measured[2])
+
+
+def with_counted_epoch(t: Trace, restarts: EpochRestarts | None) -> Trace:
+    """``t`` with its epoch's length where TensorFlow could not tell it (a ``from_generator``
+    source) and the restarts counted it (``restarts.below``: your top operator, under the
+    ``repeat()`` a measurement adds): each operator's count below follows from it, so what is
+    finite and deterministic there can be cached (a generator's 3,000 rows, padded and batched,
+    had stayed "size unknown"). Unchanged otherwise."""
+    if restarts is None or t.cardinalities.get(restarts.below, UNKNOWN) != UNKNOWN:
+        return t
+    n = int(round(restarts.minibatches))
+    note = (f"TensorFlow cannot tell this pipeline's length: one epoch was counted, {n:,} minibatches, "
+            f"and the size of each operator below follows from it")
+    return reanalyzed(t, cardinalities={**t.cardinalities, restarts.below: n}, notes=(*t.notes, note))

@@ -154,3 +154,16 @@ def build_trace(pipeline: Pipeline, raw: RawTrace, *, cardinalities: dict[str, i
                        source_exact=source_exact, calibration=calibration)
     return Trace(pipeline=pipeline, raw=raw, analysis=analysis, cardinalities=dict(cardinalities),
                  file_sizes=dict(file_sizes), notes=notes, calibration=calibration)
+
+
+def reanalyzed(trace: Trace, *, cardinalities: dict[str, int] | None = None,
+               calibration: Calibration | None = None, notes: tuple[str, ...] | None = None) -> Trace:
+    """``trace``'s run analyzed again with what was learnt since (a calibration, an epoch
+    counted): the same snapshots, never a new measurement. The model's demand is kept."""
+    out = build_trace(trace.pipeline, trace.raw,
+                      cardinalities=trace.cardinalities if cardinalities is None else cardinalities,
+                      file_sizes=trace.file_sizes, notes=trace.notes if notes is None else notes,
+                      source_exact=trace.analysis.source_exact,
+                      calibration=trace.calibration if calibration is None else calibration)
+    out.model = trace.model
+    return out
