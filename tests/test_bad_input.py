@@ -239,6 +239,27 @@ def test_more_in_memory_data_than_a_graph_can_hold_is_refused_before_serializing
             plumbkit.trace(make, seconds=1)
 
 
+def test_tf_data_debug_mode_is_refused_at_once_before_any_user_code_runs(monkeypatch):
+    """A notebook's leftover ``tf.data.experimental.enable_debug_mode()`` runs every function in
+    Python one call at a time and drops parallelism and prefetch; a trace under it hung (120 s
+    for a 1.5 s trace, session 59). Set here through TF's own switch (the public call cannot be
+    undone, and would change every later test)."""
+    from tensorflow.python.data.ops import debug_mode
+    built = []
+
+    def make():
+        built.append(1)
+        return tf.data.Dataset.range(3)
+    monkeypatch.setattr(debug_mode, "DEBUG_MODE", True)
+    for run in (lambda: plumbkit.trace(make, seconds=1), lambda: plumbkit.optimize(make, seconds=1)):
+        with pytest.raises(plumbkit.PipelineError, match=r"debug mode is on \(tf\.data\.experimental\.enable_debug_mode"
+                                                         r"\(\)\).*restart the kernel without it"):
+            run()
+    assert built == []  # refused before your function ran
+    monkeypatch.setattr(debug_mode, "DEBUG_MODE", False)  # negative control: the same call runs
+    assert plumbkit.trace(make, seconds=0.3, calibrate=False).throughput > 0
+
+
 def test_an_iterator_is_refused_naming_what_to_pass():
     with pytest.raises(plumbkit.PipelineError, match=r"OwnedIterator \(an iterator: pass the Dataset itself"):
         plumbkit.trace(iter(tf.data.Dataset.range(3)), seconds=1)

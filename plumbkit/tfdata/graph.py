@@ -465,7 +465,9 @@ def _replace(op: Operator, **changes: Any) -> Operator:
 
 
 def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]") -> tf.data.Dataset:
-    """Accept a Dataset or a zero-argument callable returning one; anything else is a clear error."""
+    """Accept a Dataset or a zero-argument callable returning one; anything else is a clear error,
+    and so is tf.data's debug mode (:func:`refuse_debug_mode`)."""
+    refuse_debug_mode()
     ds = pipeline
     if callable(ds) and not isinstance(ds, tf.data.Dataset):
         ds = ds()
@@ -475,6 +477,18 @@ def resolve_pipeline(pipeline: "tf.data.Dataset | Callable[[], tf.data.Dataset]"
             f"{type(ds).__name__}{_what_to_pass_instead(ds)}"
         )
     return ds
+
+
+def refuse_debug_mode() -> None:
+    """tf.data's debug mode (``tf.data.experimental.enable_debug_mode()``, a notebook's leftover
+    from debugging) runs every function in Python, one call at a time, and ignores parallelism
+    and prefetch: nothing plumbkit measures or changes would hold there. A trace under it hung
+    (TF 2.21: the tracer's pull never returned, 120 s for a 1.5 s trace), so it is refused at once."""
+    from tensorflow.python.data.ops import debug_mode  # TF's own switch; there is no public getter
+    if getattr(debug_mode, "DEBUG_MODE", False):
+        raise PipelineError("tf.data's debug mode is on (tf.data.experimental.enable_debug_mode()): every "
+                            "function runs in Python one call at a time and parallelism and prefetch are "
+                            "ignored, so there is nothing to measure or tune; restart the kernel without it")
 
 
 def _what_to_pass_instead(value) -> str:
