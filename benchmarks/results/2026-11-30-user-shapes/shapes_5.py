@@ -101,4 +101,5 @@ def same_rows(make, plan) -> str:
 
 cases = [keras_tutorial_arrays, float16_images, mixed_arrays, numpy_function_tuple, variable_counter,
          private_threadpool, ragged_slices, sparse_elements, group_by_window, user_snapshot]
-run(cases, same_rows)
+if __name__ == "__main__":  # shapes_6.py imports same_rows
+    run(cases, same_rows)

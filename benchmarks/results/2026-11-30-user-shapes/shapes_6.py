@@ -14,6 +14,7 @@ import tempfile
 import keras
 import numpy as np
 import tensorflow as tf
+from shapes_5 import same_rows
 from try_shapes import run
 
 D = tempfile.mkdtemp()
@@ -140,20 +141,6 @@ def unequal_zip():
 def distributed_dataset():
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     return strategy.experimental_distribute_dataset(tf.data.Dataset.range(100).batch(10))
-
-
-def same_rows(make, plan) -> str:
-    """shapes_5.py's check (the rows of an epoch, or of 20 batches, as a multiset); copied, as
-    importing shapes_5 runs its shapes."""
-    def rows(ds):
-        finite = int(ds.cardinality()) >= 0
-        out = collections.Counter()
-        for e in (ds if finite else ds.take(20)):
-            first = np.asarray(tf.nest.flatten(e)[0])
-            for row in first.reshape(len(first), -1) if first.ndim else [first]:
-                out[hashlib.blake2b(np.ascontiguousarray(row).tobytes(), digest_size=12).digest()] += 1
-        return out
-    return "" if rows(make()) == rows(plan.dataset) else "  <<< ELEMENTS DIFFER"
 
 
 def check(make, plan):
