@@ -340,8 +340,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     planned = _plan_before_the_fact(ds, original, cores=cores, memory_budget=memory_budget, runtime=runtime,
                                     disk=disk, costs=costs, protocol=protocol, progress=progress,
                                     disk_budget=disk_budget, cache_dir=cache_dir, should_stop=should_stop)
-    if note:
-        planned.notes.insert(0, note)
+    planned.notes[:0] = [note] if note else []  # yours could not be built afresh: said first
     for r in range(1, rounds):
         progress(f"round {r + 1}: the LP on a trace of the rewritten pipeline moves threads", 0.2)
         if not _moved_by_a_trace_of_the_rewrite(ds, planned, cores=cores, seconds=seconds,

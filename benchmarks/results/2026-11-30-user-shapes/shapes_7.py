@@ -111,4 +111,5 @@ def whole_epoch(make, plan) -> str:
 alone = {"debug_mode", "inter_op_one"}
 cases = [pil_loader, dict_generator_padded, infinite_generator_taken, large_tensor_repeated, pipeline_not_deterministic,
          debug_mode, inter_op_one]
-run([c for c in cases if c.__name__ not in alone or c.__name__ in sys.argv[1:]], whole_epoch)
+if __name__ == "__main__":  # shapes_8.py imports whole_epoch
+    run([c for c in cases if c.__name__ not in alone or c.__name__ in sys.argv[1:]], whole_epoch)
