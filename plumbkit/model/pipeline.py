@@ -61,6 +61,8 @@ KIND_BY_FAMILY: dict[str, str] = {
 
 #: Kinds that read files (their element counts relate to bytes on disk).
 FILE_SOURCE_KINDS = frozenset({"tfrecord", "text_line", "fixed_length_record"})
+#: Kinds that hand out data already in memory (a cache of one holds a second copy and gains nothing).
+MEMORY_SOURCE_KINDS = frozenset({"range", "from_tensor_slices", "from_tensors"})
 #: Kinds that hold a buffer of elements and hand them out in a drawn order.
 SHUFFLE_KINDS = frozenset({"shuffle", "shuffle_and_repeat"})
 #: Kinds whose work can be spread over several threads (tf.data has a parallel form).
@@ -117,6 +119,12 @@ class Operator:
     inner_kinds: tuple[str, ...] = ()  # kinds of datasets its function builds (interleave's readers)
     holds_gil: bool = False  # runs Python (py_function, numpy_function, from_generator): one thread at a time
     static_bytes: int | None = None  # one element's bytes from the graph's types and shapes (None: not fixed)
+
+    @property
+    def in_memory_source(self) -> bool:
+        """A source whose elements are in memory already (``range``, ``from_tensor_slices``,
+        ``from_tensors``): a cache of it would copy them and read them back, for nothing."""
+        return self.kind in MEMORY_SOURCE_KINDS and not self.inputs
 
     @property
     def reads_files(self) -> bool:

@@ -158,7 +158,8 @@ def _user_memory_caches(trace: Traced, mine: set[str]) -> list[tuple[str, float]
 
 
 def decide_cache(trace: Traced, budget: float, root: str | None = None) -> CacheDecision:
-    """Cache at the operator closest to the root that is deterministic, finite and fits ``budget``.
+    """Cache at the operator closest to the root that is deterministic, finite and fits ``budget``
+    (never a source whose data are in memory already: a copy read back gains nothing).
 
     Walks down the main chain (first inputs) from the root. The user's own caches stay where
     they are (they are part of what the pipeline yields) and count against the budget; below
@@ -183,7 +184,7 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
                 why += f"; {closest_too_big[0]} above it would need {human_bytes(closest_too_big[1])}"
             return CacheDecision(label=None, node=None, bytes=None, budget=budget, why=why)
         stats = next((o for o in trace.analysis.ops if o.name == name), None)
-        if stats is not None and op.kind != "prefetch" and stats.cacheable:
+        if stats is not None and op.kind != "prefetch" and stats.cacheable and not op.in_memory_source:
             size = stats.materialized_bytes or 0.0
             if fits(size, room):
                 why = (f"closest to the root that is deterministic and finite; "
