@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from shapes_5 import same_rows
-from try_shapes import run
+from try_shapes import run, write_records
 
 D = tempfile.mkdtemp()
 RNG = np.random.default_rng(6)
@@ -41,21 +41,13 @@ def generator_augment():
     return tf.data.Dataset.from_tensor_slices(X).map(augment).batch(64)
 
 
-def _records(n_files=6, per_file=400):
-    paths = []
-    for f in range(n_files):
-        path = os.path.join(D, f"part-{f}.tfrecord")
-        with tf.io.TFRecordWriter(path) as w:
-            for i in range(per_file):
-                ex = tf.train.Example(features=tf.train.Features(feature={
-                    "x": tf.train.Feature(float_list=tf.train.FloatList(value=X[(f * per_file + i) % len(X)])),
-                    "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i % 7))))}))
-                w.write(ex.SerializeToString())
-        paths.append(path)
-    return paths
+def _example(f: int, i: int) -> bytes:
+    return tf.train.Example(features=tf.train.Features(feature={
+        "x": tf.train.Feature(float_list=tf.train.FloatList(value=X[(f * 400 + i) % len(X)])),
+        "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=list(range(i % 7))))})).SerializeToString()
 
 
-PATHS = _records()
+PATHS = write_records(D, "part-{f}.tfrecord", 6, 400, _example)
 FEATURES = {"x": tf.io.FixedLenFeature([32], tf.float32), "ids": tf.io.VarLenFeature(tf.int64)}
 
 

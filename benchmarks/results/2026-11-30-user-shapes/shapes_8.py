@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 from shapes_7 import whole_epoch
-from try_shapes import run
+from try_shapes import run, write_records
 
 D = tempfile.mkdtemp()
 RNG = np.random.default_rng(8)
@@ -62,18 +62,8 @@ def numpy_function_stateless():
     return ds.map(lambda v: tf.ensure_shape(v, [])).batch(32)
 
 
-def _records(n_files=8, per_file=300):
-    paths = []
-    for f in range(n_files):
-        path = os.path.join(D, f"train-{f:05d}-of-{n_files:05d}")
-        with tf.io.TFRecordWriter(path) as w:
-            for i in range(per_file):
-                w.write(tf.io.serialize_tensor(tf.constant(IMAGES[(f * per_file + i) % 2000])).numpy())
-        paths.append(path)
-    return paths
-
-
-RECORDS = _records()
+RECORDS = write_records(D, "train-{f:05d}-of-{n:05d}", 8, 300,
+                        lambda f, i: tf.io.serialize_tensor(tf.constant(IMAGES[(f * 300 + i) % 2000])).numpy())
 
 
 def tpu_reader_seeded():

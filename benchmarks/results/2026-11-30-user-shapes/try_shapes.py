@@ -10,6 +10,20 @@ import plumbkit
 from plumbkit.engine.compare import BRIEF
 
 
+def write_records(directory: str, name: str, n_files: int, per_file: int, record) -> list[str]:
+    """TFRecord files ``name.format(f=file, n=n_files)`` under ``directory``, each holding
+    ``record(file, i)`` (bytes) for ``i`` below ``per_file``; their paths."""
+    import tensorflow as tf
+    paths = []
+    for f in range(n_files):
+        path = os.path.join(directory, name.format(f=f, n=n_files))
+        with tf.io.TFRecordWriter(path) as w:
+            for i in range(per_file):
+                w.write(record(f, i))
+        paths.append(path)
+    return paths
+
+
 def run(cases, check=None) -> None:
     """``cases``: zero-argument pipeline factories (named on the command line to run only them).
     ``check(make, plan)``: a flag to print after the plan's line ("" when all is well), read
