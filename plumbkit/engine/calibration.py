@@ -85,7 +85,7 @@ def calibrated(ds: "tf.data.Dataset", trace: Trace, *, reuse: Calibration | None
         calibration = Calibration(costs={**known, **fresh.costs},
                                   consumer_cpu_per_batch=fresh.consumer_cpu_per_batch,
                                   seconds=fresh.seconds, notes=fresh.notes)
-    return _rebuilt(trace, calibration)
+    return reanalyzed(trace, calibration=calibration)
 
 
 def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str, int], *,
@@ -123,7 +123,7 @@ def with_parallel_costs(ds: "tf.data.Dataset", trace: Trace, calls: Mapping[str,
         costs[name] = dataclasses.replace(first, parallel_cpu_per_element=carried, parallel_calls=cost.parallel_calls,
                                           parallel_builds=cost.parallel_builds, parallel_spread=cost.parallel_spread,
                                           parallel_idle_per_element=cost.parallel_idle_per_element)
-    return _rebuilt(trace, dataclasses.replace(trace.calibration, costs=costs))
+    return reanalyzed(trace, calibration=dataclasses.replace(trace.calibration, costs=costs))
 
 
 def _busiest_pool(trace: Trace, names: set[str]) -> str:
@@ -144,10 +144,6 @@ def own_pool_idle(trace: Trace) -> dict[str, float]:
         return {}
     return {name: cost.parallel_idle_per_element for name, cost in trace.calibration.costs.items()
             if cost.parallel_idle_per_element is not None}
-
-
-def _rebuilt(trace: Trace, calibration: Calibration) -> Trace:
-    return reanalyzed(trace, calibration=calibration)
 
 
 __all__ = ["calibrated", "hints", "own_pool_idle", "with_parallel_costs"]

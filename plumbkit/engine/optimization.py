@@ -327,11 +327,10 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     progress("tracing your pipeline", 0.0)
     if before_each is not None:
         before_each(YOURS)
-    original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
+    original, runtime = _measured_yours(ds, build_yours, seconds=seconds, cores=cores, protocol=protocol,
+                                        progress=progress)
     cores = cores or original.cores
     user = pipeline_of(ds)
-    runtime = _runtime_costs(ds, build_yours, original, protocol, progress)
-    original = with_counted_epoch(original, runtime.restarts)  # a length TensorFlow cannot tell, counted
     disk = disk_bound(original, parallelism=int(cores))
     demand = None  # the model's demand, measured before planning: where the model binds, the plan is right-sized
     if model is not None or step is not None:
@@ -340,7 +339,8 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     planned = _plan_before_the_fact(ds, original, cores=cores, memory_budget=memory_budget, runtime=runtime,
                                     disk=disk, costs=costs, protocol=protocol, progress=progress,
                                     disk_budget=disk_budget, cache_dir=cache_dir, should_stop=should_stop)
-    planned.notes[:0] = [note] if note else []  # yours could not be built afresh: said first
+    if note:
+        planned.notes.insert(0, note)
     for r in range(1, rounds):
         progress(f"round {r + 1}: the LP on a trace of the rewritten pipeline moves threads", 0.2)
         if not _moved_by_a_trace_of_the_rewrite(ds, planned, cores=cores, seconds=seconds,
@@ -420,6 +420,15 @@ def _predicted_figures(plan: Plan, ev: Evidence, user: Any, planned: _Planned, c
     if plan.tier is not None:  # the tier's first epoch: the directory's write bandwidth binds it too
         plan.fill_prediction, plan.fill_seconds = plan.tier.fill, plan.tier.fill_seconds
         plan.notes.append(str(plan.tier))  # with the figures of the prediction shown
+
+
+def _measured_yours(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], *, seconds: float,
+                    cores: int | None, protocol: Protocol, progress: Progress) -> tuple[Trace, RuntimeCosts]:
+    """Yours traced (calibrated), then what the runtime costs beside it, and the trace sized by the
+    epoch its restarts counted where TensorFlow could not tell its length (a generator's)."""
+    original = measure(ds, seconds=seconds, cores=cores, calibrate=True)
+    runtime = _runtime_costs(ds, build_yours, original, protocol, progress)
+    return with_counted_epoch(original, runtime.restarts), runtime
 
 
 def _runtime_costs(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], original: Trace,
