@@ -84,6 +84,17 @@ class PeakMemory:
     def peak(self) -> int:
         return max([self.base, *self.phases.values()])
 
+    def peak_beyond_yours(self) -> int:
+        """The peak over every phase but those that run yours alone (its trace, the runtime's
+        costs measured on it, its measured rounds): stock tf.data's injected, autotuned prefetch on
+        top of yours buffers as many elements as a paused consumer lets it (a probe pausing 5 ms
+        every 50 elements read 188 MB of these megabyte elements; CI's busy cores, 481 MB while the
+        runtime's costs ran yours). Your pipeline does that anyway; the budget bounds plumbkit's."""
+        yours_alone = ("tracing your pipeline", "measuring the consumer's ceiling")
+        ran = [peak for phase, peak in self.phases.items()
+               if not phase.startswith(yours_alone) and not phase.endswith(": yours")]
+        return max([self.base, *ran])
+
     def where(self) -> str:
         return "; ".join(f"{phase[:48]}: {(peak - self.base) / MB:.0f} MB" for phase, peak in self.phases.items())
 
@@ -179,7 +190,7 @@ def optimize_and_read_back(budget: float) -> dict:
         plan = plumbkit.optimize(slow_then_big, seconds=1.5, compare=False, memory_budget=budget, protocol=GUARDED,
                                  on_progress=memory.on_progress)
     got, growth, error = sizes_and_growth(plan.dataset)
-    return dict(optimizing=memory.peak - memory.base, where=memory.where(), node=plan.cache.node, label=plan.cache.label, bytes=plan.cache.bytes, cache=str(plan.cache),
+    return dict(optimizing=memory.peak_beyond_yours() - memory.base, where=memory.where(), node=plan.cache.node, label=plan.cache.label, bytes=plan.cache.bytes, cache=str(plan.cache),
                 notes=list(plan.notes), cache_changes=len([c for c in plan.changes if c.what == "cache"]),
                 got=got, reading=growth, error=error.message if error is not None else None)
 
@@ -190,7 +201,7 @@ def test_a_plan_whose_cache_is_larger_than_estimated_stays_within_its_budget(mon
         monkeypatch.setenv(name, value)
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
         run = fresh.submit(optimize_and_read_back, budget).result(timeout=600)
-    assert run["optimizing"] < budget + 150 * MB, (f"grew {run['optimizing'] / MB:.0f} MB; cache {run['cache']}; "
+    assert run["optimizing"] < budget + 150 * MB, (f"grew {run['optimizing'] / MB:.0f} MB beyond yours; cache {run['cache']}; "
                                                    f"notes {run['notes'][:2]}; by phase: {run['where']}")
     got, growth, error = run["got"], run["reading"], run["error"]
     if run["node"] is None:  # the optimizer filled the cache, the guard stopped it: no cache
