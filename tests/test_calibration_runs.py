@@ -71,15 +71,11 @@ def test_a_map_that_ran_one_call_at_a_time_is_also_measured_with_calls_in_flight
     name = next(op.name for op in pipeline if op.kind == "map")
     sequential = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}).costs[name]
     assert sequential.parallel_calls == 2 and sequential.parallel_cpu_per_element is not None
-    # its pool's idle is read up to the batch its elements go to: asked without naming it,
-    # nothing is read; asked with it, the pool is run up to that batch and its idle read
+    # its pool's idle is read only on a map fused with its batch, the form the plan runs; this one
+    # is calibrated alone (its hint names no fused batch): asked or not, nothing is read for it
     asked = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2},
                           hints={name: cal.Hint(idle_cores=2)}).costs[name]
     assert sequential.parallel_idle_per_element is None and asked.parallel_idle_per_element is None
-    batch = pipeline.parent(name).name
-    up_to_its_batch = cal.calibrate(ds, pipeline, names={name}, parallel_calls={name: 2}, hints={
-        name: cal.Hint(idle_cores=2, batch_above=batch, batch_elements=4.0)}).costs[name]
-    assert up_to_its_batch.parallel_idle_per_element is not None and up_to_its_batch.parallel_idle_per_element >= 0
     assert sequential.parallel_builds == PARALLEL_BUILDS and sequential.parallel_spread >= 0
     # the same work, a little cheaper or dearer per element with concurrency: never another order
     assert 0.5 * sequential.cpu_per_element < sequential.parallel_cpu_per_element < 1.5 * sequential.cpu_per_element
@@ -135,39 +131,6 @@ def test_a_fused_map_that_ran_one_call_at_a_time_is_also_measured_with_the_plans
 def _fused_batch_of(trace) -> str:
     from plumbkit.engine.calibration import hints
     return hints(trace)[trace.op("map(mask)").name].fused_into
-
-
-def has_boxes(m, label):
-    return label % 3 != 0
-
-
-def crop(m, label):
-    return m * 2.0, label
-
-
-def normalize(m, label):
-    return m + 1.0, label
-
-
-def test_a_pools_batch_is_the_one_its_elements_reach_through_maps_and_filters():
-    """The idle a plan's pool leaves is read up to the batch its elements go to, with the work
-    between as written (detection's box crop idled 4.8 µs an element with a plain batch of its
-    own, ~22 in its plan under a filter and a padded batch): the hint names that batch and the
-    map's elements per minibatch of it, counted by the trace (a third of them filtered out)."""
-    from plumbkit.engine.calibration import hints
-    ds = (tf.data.Dataset.range(10**6).map(lambda i: (tf.fill([8], tf.cast(i, tf.float32)), i))
-          .map(crop).filter(has_boxes).map(normalize).padded_batch(16, padded_shapes=([8], []))
-          .prefetch(1).shuffle(4).batch(2))
-    trace = plumbkit.trace(ds, seconds=1.0)
-    said = hints(trace)
-    padded = next(o.name for o in trace.pipeline if o.kind == "padded_batch")
-    for label, per_minibatch in [("map(crop)", 24.0), ("map(normalize)", 16.0)]:
-        hint = said[trace.op(label).name]
-        assert hint.batch_above == padded and hint.batch_elements == pytest.approx(per_minibatch, rel=0.05)
-    # the first map reaches it through the same, and no map reaches a batch across a shuffle
-    assert said[trace.op("map(lambda)").name].batch_above == padded
-    batched_again = next(o.name for o in trace.pipeline if o.kind == "batch")
-    assert all(h.batch_above != batched_again for h in said.values())
 
 
 @measured_against_the_clock

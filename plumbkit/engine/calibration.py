@@ -29,7 +29,6 @@ def hints(trace: Trace) -> dict[str, Hint]:
     sizes = {o.name: o.cardinality for o in trace.ops}
     out = {}
     fused = _fused_pairs(trace)
-    batched = _batches_above(trace)
     for o in trace.ops:
         if o.injected or o.name not in trace.pipeline.operators:
             continue
@@ -41,29 +40,7 @@ def hints(trace: Trace) -> dict[str, Hint]:
                            input_cardinality=_finite(sizes.get(op.inputs[0])) if op.inputs else None,
                            active=o.elements > 0,
                            ran_parallel=not ran_one_call_at_a_time(o.runtime, op.op, o.parallelism),
-                           fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1],
-                           batch_above=batched.get(o.name, (None, None))[0],
-                           batch_elements=batched.get(o.name, (None, None))[1])
-    return out
-
-
-#: Operators a map's elements pass through on one thread, as written, on their way to its batch.
-_ON_THE_WAY_TO_A_BATCH = frozenset({"map", "filter"})
-
-
-def _batches_above(trace: Trace) -> dict[str, tuple[str, float]]:
-    """Maps -> (the nearest batch above them, reached through maps and filters only; the map's
-    elements per minibatch of it): the part of the pipeline a pool hands its elements to."""
-    visits = {o.name: o.visit_ratio for o in trace.ops}
-    out = {}
-    for op in trace.pipeline:
-        if op.kind != "map" or not visits.get(op.name):
-            continue
-        above = trace.pipeline.parent(op.name)
-        while above is not None and above.kind in _ON_THE_WAY_TO_A_BATCH:
-            above = trace.pipeline.parent(above.name)
-        if above is not None and above.kind in ("batch", "padded_batch") and visits.get(above.name):
-            out[op.name] = (above.name, visits[op.name] / visits[above.name])
+                           fused_into=fused.get(o.name, (None, None))[0], fused_batch=fused.get(o.name, (None, None))[1])
     return out
 
 

@@ -64,8 +64,7 @@ class OperatorCost:
     parallel_builds: int = 0
     parallel_spread: float = 0.0
     #: core-seconds per element its parallel form's own pool left idle (the cores x wall its run
-    #: took, less the CPU), run up to its batch with the work between as written, pulled as the
-    #: pipeline's consumer pulls; None: not read
+    #: took, less the CPU), batched and pulled as the pipeline's consumer pulls; None: not read
     parallel_idle_per_element: float | None = None
     #: Calibrated alone in the one-call form it ran in: ``wall_per_element`` is then the time one
     #: thread is busy with an element (below its CPU where its kernels run on other threads too)

@@ -104,11 +104,7 @@ class Hint:
     ran_parallel: bool = False  # ran in a parallel form (as written, or parallelized by tf.data)
     fused_into: str | None = None  # the batch tf.data fused this map with (MapAndBatch), if it did
     fused_batch: float | None = None  # elements of this map per minibatch of that batch
-    #: the nearest batch above this map through maps and filters (its fused batch, if fused), and
-    #: the map's elements per minibatch of it: where its pool's hand-offs end
-    batch_above: str | None = None
-    batch_elements: float | None = None
-    #: >0: in its parallel form, up to its batch, also read the idle time its own pool leaves
+    #: >0: in its parallel form fused with its batch, also read the idle time its own pool leaves
     #: this many cores (the pool a plan's idle is charged on: ``OperatorCost.parallel_idle_per_element``)
     idle_cores: int = 0
 
@@ -350,10 +346,6 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
                         runs=len(alone.runs), spread=_spread([r.cpu for r in alone.runs]), how=ALONE)
     if parallel_calls and parallel_calls > 1 and op.parallelizable and not hint.ran_parallel and not op.holds_gil:
         cost = _parallel(forever, top, options, ratio, cost, parallel_calls, alone)
-        if hint.batch_above is not None:  # its pool up to its batch, the work between as written
-            segment, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
-            cost = _with_own_pool_idle(cost, _widened(segment, op.name, cost, parallel_calls), hint.batch_above,
-                                       options, hint)
     if _probe_wanted(op, hint, cost.cpu_per_element or 0.0):
         cost = _probe(forever, top, options, cost, alone.read_wall, holds_gil=op.holds_gil)
     return cost
@@ -497,21 +489,20 @@ def _with_parallel_figures(cost: OperatorCost, figures: list[float], calls: int)
 
 def _with_own_pool_idle(cost: OperatorCost, wide_graph, batch_node: str, options, hint: Hint) -> OperatorCost:
     """``cost`` with the idle time its parallel form's pool leaves the cores per element, where
-    ``hint`` asks for it: in ``wide_graph`` (the map with the plan's calls in flight over its
-    repeated sample, and what lies above it up to its batch as written), built at ``batch_node``
-    (that batch; a MapAndBatch where tf.data fused the two, the form the plan runs), prefetched,
-    pulled by the plain ``next()`` loop, as the probe of
+    ``hint`` asks for it: a map tf.data fused with its batch, in ``wide_graph`` with the plan's
+    calls in flight over its repeated sample, built at ``batch_node`` (that MapAndBatch, the form
+    the plan runs), prefetched, pulled by the plain ``next()`` loop, as the probe of
     :func:`~plumbkit.tfdata.runtime_costs.pool_idle_per_element` runs its planted work.
 
     Why its own: the idle a pool leaves depends on the function it runs, not only on the calls in
     flight. Speech's mask so, three calls, idled 9-10.5 µs an element, its plan 7-10, the probe
-    17.6-19.0 (benchmarks/results/2026-11-30-same-code-repeat/NOTE.md). Why up to its batch: a
-    pool idles with the work its elements meet on their way there. Detection's box crop (a filter
-    and a padded batch above it), read with a plain batch of its own, idled 4.8 µs an element
-    where its plan idled ~22, the probe reading 17 (benchmarks/results/2026-11-30-own-pool-idle/NOTE.md)."""
-    if not hint.idle_cores or wide_graph is None or not cost.parallel_calls or not hint.batch_elements:
+    17.6-19.0 (benchmarks/results/2026-11-30-same-code-repeat/NOTE.md). Why only fused: a map with
+    work between it and its batch idles with that work too. Detection's box crop (a filter and a
+    padded batch above it), read with a plain batch of its own, idled 4.8 µs an element where its
+    plan idled ~22, the probe reading 17 (benchmarks/results/2026-11-30-own-pool-idle/NOTE.md)."""
+    if not hint.idle_cores or wide_graph is None or not cost.parallel_calls or not hint.fused_batch:
         return cost
-    batch = max(1, round(hint.batch_elements))
+    batch = max(1, round(hint.fused_batch))
     idle = idle_per_element(_built(wide_graph, batch_node, options).prefetch(2), hint.idle_cores, batch)
     return _replace(cost, parallel_idle_per_element=idle)
 
