@@ -281,3 +281,26 @@ def test_a_parallel_figure_is_carried_to_the_one_call_figure_the_trace_was_read_
     assert again.cpu_per_element == first  # the trace's one-call figure stays
     # the same work: within half and one and a half of the one-call figure, not four times it
     assert 0.5 * first < again.parallel_cpu_per_element < 1.5 * first, (first, again)
+
+
+@pytest.mark.concurrent  # what is measured or refused, not a speed
+def test_an_operator_that_drops_what_it_has_seen_is_priced_from_the_trace_not_timed_forever():
+    """Calibration times an operator over its sample repeated forever; ``unique()`` yields
+    nothing from the second read on, and the trace of a pipeline with one hung (found trying user
+    shapes, session 60). It is priced from the trace and says why; a filter that drops the same
+    share every read is still timed alone (the negative control)."""
+    ids = np.random.default_rng(9).integers(0, 1500, 6000)
+
+    def make():
+        ds = tf.data.Dataset.from_tensor_slices(ids).unique().filter(lambda i: i % 3 != 0)
+        return ds.map(lambda i: tf.cast(i, tf.float32) * 2.0).batch(64)
+    done: dict = {}
+    tracing = threading.Thread(target=lambda: done.update(trace=plumbkit.trace(make, seconds=0.5)), daemon=True)
+    tracing.start()
+    tracing.join(120)
+    assert "trace" in done, "the trace did not end in 120 s: an operator was timed over a sample it never yields from"
+    costs = {c.label: c for c in done["trace"].calibration.costs.values()}
+    assert costs["unique"].cpu_per_element is None and "it drops what it has seen" in costs["unique"].how
+    assert costs["filter(lambda)"].cpu_per_element is not None, costs["filter(lambda)"].how
+    # what the pipeline yields comes back whole: 1,000 of the unique ids, every third dropped
+    assert sum(int(b.shape[0]) for b in make()) == len([i for i in set(ids.tolist()) if i % 3 != 0])

@@ -334,11 +334,16 @@ def _calibrate_alone(graph_def, op: Operator, options, hint: Hint,
     else:
         sampled, _ = graph_edits.insert_sample(graph_def, op.inputs[0], size, -1)
         first = _built(sampled, op.name, options)
+        outputs = None
     # Serialized again, the cache node holds the handle of ``first``'s cache: datasets rebuilt
     # from this graph read the sample once it is computed (it is never computed twice).
     again = graph_edits.graph_def_of(first, allow_external_state=True)
     top = graph_edits.root_name(again)
     repeat = graph_edits.input_of(again, top)
+    counted_once = outputs is not None and outputs < COUNT_CAP and op.kind not in NEVER_EMPTY_KINDS
+    if counted_once and _dries_up(again, top, repeat, options, outputs):
+        return OperatorCost(op.name, op.label, None, how="yields less from its sample read again (it drops what "
+                                                            "it has seen, as unique() does): from the trace")
     forever = graph_edits.set_count(again, repeat, -1)
     alone = _over_sample(forever, top, repeat, options, ratio)
     cost = OperatorCost(op.name, op.label, alone.cpu, wall_per_element=alone.wall, elements=alone.elements,
@@ -391,6 +396,15 @@ def _calibrate_fused(graph_def, op: Operator, options, hint: Hint,
                            elements_per_output=size_of_batch)
         cost = _with_own_pool_idle(cost, _widened(forever, mapped, cost, parallel_calls), top, options, hint)
     return cost
+
+
+def _dries_up(graph_def, top: str, repeat: str, options, once: int) -> bool:
+    """``top`` yields under half as much again from its sample read a second time as it did from
+    the first read (``once`` elements): it remembers what it has seen, and over the sample
+    repeated forever it would never yield again. A ``unique()`` so timed hung the trace of a
+    user's pipeline (found trying user shapes, session 60)."""
+    twice = _built(graph_edits.set_count(graph_def, repeat, 2), top, options)
+    return _count(twice.take(2 * once)) < 1.5 * once
 
 
 @dataclass(frozen=True)
