@@ -80,10 +80,6 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
 
-    @property
-    def peak(self) -> int:
-        return max([self.base, *self.phases.values()])
-
     def peak_beyond_yours(self) -> int:
         """The peak over every phase but those that run yours alone (its trace, the runtime's
         costs measured on it, its measured rounds): stock tf.data's injected, autotuned prefetch on

@@ -127,6 +127,12 @@ class Operator:
         return self.kind in MEMORY_SOURCE_KINDS and not self.inputs
 
     @property
+    def gains_from_a_memory_cache(self) -> bool:
+        """A memory cache after it could hold something not already held: it is neither a
+        prefetch (its buffer holds its input's elements) nor an in-memory source."""
+        return self.kind != "prefetch" and not self.in_memory_source
+
+    @property
     def reads_files(self) -> bool:
         """Reads records from files itself, or through the readers its function builds."""
         return self.kind in FILE_SOURCE_KINDS or any(k in FILE_SOURCE_KINDS for k in self.inner_kinds)
