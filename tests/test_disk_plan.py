@@ -21,6 +21,8 @@ from plumbkit.planning.predict import RuntimeCosts
 from plumbkit.tfdata.disk_tier import list_caches
 from plumbkit.export.source import rewrite_source
 from plumbkit.model.units import human_bytes
+from plumbkit.planning.decisions import decide_cache
+from plumbkit.planning.disk_tier import tier_candidates
 from plumbkit.planning.tier_plan import decide_with_disk
 from plumbkit.tfdata.disk_probe import probe_directory
 from plumbkit.tfdata.graph import pipeline_of
@@ -275,3 +277,15 @@ def test_a_shuffle_below_the_decode_is_offered_moved_above_the_cache_never_appli
     assert kinds.keys() & {"cache", "disk_tier"}
     assert offer.gain >= TIER_GAIN
     assert "shuffle_buffer = 64" in offer.note and "shuffle(4)" in offer.note and "listed order" in offer.note
+
+
+def test_an_in_memory_source_is_never_a_tier_candidate_what_is_built_on_it_may_be():
+    """A tier of ``from_tensor_slices`` would write out what memory holds and read it back slower;
+    before the fix the source was the candidate the plan probed the directory for (~100 MB written)."""
+    ds = tf.data.Dataset.from_tensor_slices(np.zeros((600, 2048), np.float32)).map(lambda x: x * 2).batch(16)
+    trace = plumbkit.trace(ds, seconds=4, max_batches=40, converge=False, calibrate=False)
+    root = pipeline_of(ds).root
+    memory = decide_cache(trace, TINY_MEMORY, root)
+    assert memory.node is None  # nothing fits: every operator is a disk candidate but the source
+    labels = [c.label for c in tier_candidates(trace, memory, root)]
+    assert labels == ["batch(16)", "map(lambda)"], labels

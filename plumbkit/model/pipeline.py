@@ -127,9 +127,10 @@ class Operator:
         return self.kind in MEMORY_SOURCE_KINDS and not self.inputs
 
     @property
-    def gains_from_a_memory_cache(self) -> bool:
-        """A memory cache after it could hold something not already held: it is neither a
-        prefetch (its buffer holds its input's elements) nor an in-memory source."""
+    def gains_from_a_cache(self) -> bool:
+        """A cache after it, in memory or on disk, could hold something not already held: it is
+        neither a prefetch (its buffer holds its input's elements) nor an in-memory source (a tier
+        of one would copy what memory holds and read it back slower)."""
         return self.kind != "prefetch" and not self.in_memory_source
 
     @property

@@ -184,7 +184,7 @@ def decide_cache(trace: Traced, budget: float, root: str | None = None) -> Cache
                 why += f"; {closest_too_big[0]} above it would need {human_bytes(closest_too_big[1])}"
             return CacheDecision(label=None, node=None, bytes=None, budget=budget, why=why)
         stats = next((o for o in trace.analysis.ops if o.name == name), None)
-        if stats is not None and op.gains_from_a_memory_cache and stats.cacheable:
+        if stats is not None and op.gains_from_a_cache and stats.cacheable:
             size = stats.materialized_bytes or 0.0
             if fits(size, room):
                 why = (f"closest to the root that is deterministic and finite; "

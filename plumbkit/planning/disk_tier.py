@@ -86,7 +86,7 @@ class TierPlan:
 def tier_candidates(trace, memory: CacheDecision, root: str | None = None) -> list[TierCandidate]:
     """Cacheable operators on the main chain from ``root`` down to the memory cache's place (or to
     the user's own cache, whose operators below are free already): never above a random or
-    infinite operator (those are not cacheable), never a prefetch."""
+    infinite operator (those are not cacheable), never a prefetch or an in-memory source."""
     p = trace.pipeline
     stats = {o.name: o for o in trace.analysis.ops}
     out: list[TierCandidate] = []
@@ -96,7 +96,7 @@ def tier_candidates(trace, memory: CacheDecision, root: str | None = None) -> li
         if op.kind == "cache":
             break
         s = stats.get(name)
-        if (s is not None and op.kind != "prefetch" and s.cacheable and s.materialized_bytes
+        if (s is not None and op.gains_from_a_cache and s.cacheable and s.materialized_bytes
                 and s.bytes_per_element and s.visit_ratio and s.cardinality and math.isfinite(s.cardinality)):
             out.append(TierCandidate(name, op.label, float(s.materialized_bytes), float(s.bytes_per_element),
                                      float(s.visit_ratio), math.ceil(s.cardinality / s.visit_ratio)))

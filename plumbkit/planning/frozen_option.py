@@ -28,7 +28,7 @@ def frozen_cache(trace, budget: float, root: str | None = None) -> Change | None
         s = stats.get(name)
         if s is not None and s.cacheable:
             return None  # the plan's own cache goes here: nothing above it was held back
-        if (s is not None and p[name].gains_from_a_memory_cache and s.cacheable_if_state_frozen
+        if (s is not None and p[name].gains_from_a_cache and s.cacheable_if_state_frozen
                 and fits(s.materialized_bytes or 0.0, budget)):
             readers = _readers(trace, name)
             why = (f"closest to the root that is deterministic and finite were the state "
