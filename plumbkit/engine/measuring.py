@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..model.costs import Calibration
 from ..model.errors import PipelineError
 from ..tfdata import run
-from ..tfdata.disk import measure_read_bandwidth
+from ..tfdata.disk import READABLE_KINDS, measure_read_bandwidth
 from ..tfdata.run import measurable
 from .scheduler import Progress, checkpoint, stop_event
 from .trace_result import Trace
@@ -67,7 +67,9 @@ def disk_bound(t: Trace, *, parallelism: int) -> float | None:
     batches = t.raw.snapshots[-1].batches if t.raw.snapshots else 0
     if not readers or not files or not a.bytes_read or not batches:
         return None
-    kind = next(k for k in (readers[0].kind, *readers[0].inner_kinds) if k in ("tfrecord", "text_line"))
+    kind = next((k for k in (readers[0].kind, *readers[0].inner_kinds) if k in READABLE_KINDS), None)
+    if kind is None:
+        return None
     checkpoint()
     curve = measure_read_bandwidth(files, kind, parallelisms=(1, 2, max(2, parallelism)), seconds=0.3)
     checkpoint()

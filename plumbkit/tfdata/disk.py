@@ -7,6 +7,8 @@ process, and fits a piecewise-linear curve ``BW(p)``; the optimizer adds ``X <= 
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -14,6 +16,12 @@ import numpy as np
 import tensorflow as tf
 
 _READERS = {"tfrecord": tf.data.TFRecordDataset, "text_line": tf.data.TextLineDataset}
+#: The kinds whose files :func:`measure_read_bandwidth` can read (fixed-length records: see
+#: :func:`_fixed_length_chunk`).
+READABLE_KINDS = frozenset({*_READERS, "fixed_length_record"})
+#: Fixed-length files are read in chunks of at most this many bytes, at least the smaller:
+#: below it the reader's per-element cost, not the disk, would be measured.
+_CHUNK_BYTES = (4096, 1 << 18)
 
 
 @dataclass(frozen=True)
@@ -60,17 +68,40 @@ def measure_read_bandwidth(files: list[str], kind: str, *, parallelisms=(1, 2, 4
     """Bytes per second read from ``files`` by ``kind``'s reader at each parallelism (None: no
     reader, or the files do not read as ``kind``: the disk is then left out of the plan, not
     guessed)."""
-    base = _READERS.get(kind)
-    if base is None or not files:
+    if not files or kind not in READABLE_KINDS:
         return None
     compression = compression_of(files[0], kind)
+    if kind == "fixed_length_record":
+        chunk = _fixed_length_chunk(files) if not compression else None
+        if chunk is None:
+            return None
 
-    def reader(path):
-        return base(path, compression_type=compression)
+        def reader(path):
+            return tf.data.FixedLengthRecordDataset(path, record_bytes=chunk)
+    else:
+        def reader(path):
+            return _READERS[kind](path, compression_type=compression)
     try:
         return _curve(files, reader, parallelisms, seconds)
     except tf.errors.OpError:
         return None
+
+
+def _fixed_length_chunk(files: list[str]) -> int | None:
+    """A record size every file divides into (the largest within :data:`_CHUNK_BYTES`), or None.
+    The pipeline's own record, header and footer sizes are captured inside the reader's function
+    (``flat_map`` over the files), where the graph does not say which number is which; the disk
+    reads the same bytes whatever their framing, so any size that divides the files reads them."""
+    try:
+        common = 0
+        for path in files:
+            common = math.gcd(common, os.path.getsize(path))
+    except OSError:
+        return None
+    low, high = _CHUNK_BYTES
+    divisors = (d for i in range(1, math.isqrt(common) + 1) if common % i == 0 for d in (i, common // i))
+    best = max((d for d in divisors if d <= high), default=0)
+    return best if best >= low else None
 
 
 def _curve(files: list[str], reader, parallelisms, seconds: float) -> BandwidthCurve:
