@@ -33,11 +33,45 @@ def change(what, where, value=""):
 
 
 def test_fluent_chain_gets_parallelism_cache_and_prefetch_with_comments_kept():
+    """A chain written one call per line gets its additions one per line, indented alike."""
     out = rewrite_source(CHAIN, [change("parallelism", "map(decode)", 4), change("cache", "map(decode)"),
                                  change("prefetch", "batch(8)", 3)])
-    assert ".map(decode, num_parallel_calls=4).cache()          # decode step" in out
-    assert ".batch(8).prefetch(3))" in out
+    assert ("      .map(decode, num_parallel_calls=4)          # decode step\n"
+            "      .cache()\n"
+            "      .batch(8)\n"
+            "      .prefetch(3))\n") in out, out
     assert "def decode(x):  # the user's function" in out
+
+
+#: keras-io's style: an alias for AUTOTUNE, a call whose arguments span lines, the last line `)`.
+KERAS_IO = '''import tensorflow as tf
+AUTO = tf.data.AUTOTUNE
+ds = (
+    tf.data.Dataset.range(100)
+    .map(
+        lambda x: x * 2,
+        num_parallel_calls=AUTO,
+    )
+    .batch(8)
+    .prefetch(AUTO)
+)
+'''
+#: The same chain continued by backslashes, and on one line: a line break there would end it.
+BACKSLASHES = "import tensorflow as tf\nds = tf.data.Dataset.range(100) \\\n    .map(lambda x: x * 2) \\\n    .batch(8)\n"
+ONE_LINE = "import tensorflow as tf\nds = tf.data.Dataset.range(100).map(lambda x: x * 2).batch(8)\n"
+
+
+def test_additions_follow_the_cells_own_line_style_and_the_cell_runs():
+    plan = [change("cache", "map(lambda)"), change("prefetch", "batch(8)", 3)]
+    out = rewrite_source(KERAS_IO, plan)
+    assert "        num_parallel_calls=AUTO,\n    )\n    .cache()\n    .batch(8)\n    .prefetch(3)\n)" in out, out
+    assert ".map(lambda x: x * 2).cache() \\\n    .batch(8).prefetch(3)\n" in rewrite_source(BACKSLASHES, plan)
+    assert ".map(lambda x: x * 2).cache().batch(8).prefetch(3)\n" in rewrite_source(ONE_LINE, plan)
+    for cell in (KERAS_IO, BACKSLASHES, ONE_LINE):
+        namespace: dict = {}
+        exec(rewrite_source(cell, plan), namespace)  # noqa: S102 - the exported cell runs
+        assert [b.tolist() for b in namespace["ds"].as_numpy_iterator()][-1] == [2 * x for x in range(96, 100)]
+        assert rewrite_source(rewrite_source(cell, plan), plan) == rewrite_source(cell, plan)  # idempotent
 
 
 def test_reassignment_style_positional_parallelism_autotune_and_removal():

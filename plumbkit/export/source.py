@@ -248,6 +248,27 @@ def _comment_above(site: _Site, parents: dict[int, ast.AST], lines: list[str], s
     return at, at, f"{indent}# plumbkit: {text}\n"
 
 
+def _appended(call: ast.Call, text: str, lines: list[str], starts: list[int]) -> tuple[int, str]:
+    """Where and how ``text`` (``.cache()``, ``.prefetch(n)``) follows ``call``: on a line of its
+    own, indented like ``call``, where the cell writes its chain one call per line inside brackets
+    (keras-io's style: a comment on the call's line stays there); else right after the call."""
+    end = _abs(lines, starts, call.end_lineno, call.end_col_offset)
+    func = call.func
+    if not isinstance(func, ast.Attribute) or func.value.end_lineno >= func.end_lineno:
+        return end, text  # not written one call per line
+    own, before = lines[func.end_lineno - 1], lines[func.end_lineno - 2]
+    last = lines[call.end_lineno - 1]
+    rest = last[end - starts[call.end_lineno]:].strip()
+    if before.rstrip().endswith("\\") or rest.endswith("\\"):
+        return end, text  # a backslash's continuation: a line break would end the statement
+    indented = "\n" + own[: len(own) - len(own.lstrip())] + text
+    if rest.startswith((")", "]")):
+        return end, indented  # the bracket closes after it, on the new line
+    if not rest or rest.startswith("#"):
+        return starts[call.end_lineno] + len(last.rstrip("\r\n")), indented
+    return end, text
+
+
 #: The variable an exported cell builds tf.data's options in (for the thread pool).
 OPTIONS_NAME = "_plumbkit_options"
 _POOL_LINE = re.compile(rf"^(?P<indent>[ \t]*){OPTIONS_NAME}\.threading\.private_threadpool_size = (?P<value>\d+)$",
@@ -320,8 +341,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
                 grand = parents.get(id(parent))
                 if grand is not None and grand.func.attr == "prefetch":
                     continue
-                end = _abs(lines, starts, parent.end_lineno, parent.end_col_offset)
-                edits.append((end, end, text))
+                at, text = _appended(parent, text, lines, starts)
+                edits.append((at, at, text))
                 continue
             if change.what == "prefetch" and parent is not None and parent.func.attr == "prefetch":
                 arg = parent.args[0] if parent.args else None
@@ -331,7 +352,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
                                   _value_text(change.value, alias)))
                 continue
             # Insertions at one spot keep plan order, so a cache comes before its prefetch.
-            edits.append((site.end, site.end, text))
+            at, text = _appended(call, text, lines, starts)
+            edits.append((at, at, text))
         elif change.what == "disk_tier":
             edits.extend(_disk_tier_edits(site, change, tree, up, lines, starts))
         elif change.what == "threadpool":
