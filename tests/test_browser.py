@@ -292,8 +292,12 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(notebook
     assert "LP bound" not in page.locator(".plumbkit-result").first.inner_text()
     assert phase.startswith("done: measured"), phase
     # the rewrite caches the batches (where the cache goes follows from the graph and the sizes); a
-    # prefetch at the top is a measured decision (test_optimize checks it both ways), not this test's
-    assert "def busy(x):  # deterministic work" in texts[2] and ".batch(16).cache()" in texts[2], texts[2]
+    # prefetch at the top is a measured decision (test_optimize checks it both ways), not this test's.
+    # Where the comparison did not measure the plan faster (beside two other tests on two cores, once
+    # in a local run: "no measurable change"), yours is returned and the exported cell is your code.
+    shipped = "faster than yours, measured" in headline
+    expected = ".batch(16).cache()" if shipped else ".batch(16)\nds"
+    assert "def busy(x):  # deterministic work" in texts[2] and expected in texts[2], (headline, texts[2])
     assert "%%plumb" not in texts[2]
     keep_screenshots(shot)
     # The same widget's Export button adds the cell again, through JupyterLab's commands (ipylab):
@@ -314,5 +318,5 @@ def test_one_shot_optimize_export_shows_the_widget_and_inserts_the_cell(notebook
     # the user's cell (function, comment) with the plan written in: the finite deterministic
     # pipeline fits in memory, so it is cached
     for exported in texts[2:]:
-        assert "def busy(x):  # deterministic work" in exported and ".batch(16).cache()" in exported, texts
+        assert "def busy(x):  # deterministic work" in exported and expected in exported, (headline, texts)
         assert "%%plumb" not in exported

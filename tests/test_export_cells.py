@@ -128,6 +128,10 @@ def part(i):
 ds = tf.data.Dataset.range(4).interleave(part, cycle_length=2, block_length=3)
 ds = ds.batch(5)
 ''',
+    "a legacy transformation applied": HEADER + '''
+ds = tf.data.Dataset.range(60).map(plus_one)
+ds = ds.apply(tf.data.experimental.map_and_batch(double, 4))
+''',
 }
 
 
@@ -137,7 +141,9 @@ def test_exported_cell_runs_for_every_style(style):
     ds = run_cell(cell)
     # the loop and the helper put one call site behind several operators: the cache goes
     # after one of them, which export must not write inside the loop or the helper
-    cache_at = {"loop": "map(plus_one)", "helper called twice": "map(double)"}.get(style, "batch(4)")
+    # a transformation handed to apply(): what follows it follows the apply, not the function
+    cache_at = {"loop": "map(plus_one)", "helper called twice": "map(double)",
+                "a legacy transformation applied": "map_and_batch(double)"}.get(style, "batch(4)")
     if style.startswith("interleave"):
         cache_at = "batch(5)"
     changes = hand_plan(ds, cache_at=cache_at)
@@ -145,6 +151,52 @@ def test_exported_cell_runs_for_every_style(style):
     ast.parse(out)
     assert_same(batches(run_cell(out), 100), batches(ds, 100))
     assert rewrite_source(out, changes) == out or style in ("loop", "helper called twice")
+
+
+#: Operators plumbkit knows by name only, each as a cell builds it, and the label it must show:
+#: before, these showed as opaque(2), opaque(4194304), opaque(load_lambda)..., and an export
+#: placing a cache after one failed to find its call.
+KNOWN_BY_NAME = {
+    "sparse_batch(3)": "ds = tf.data.Dataset.range(30).map(lambda i: tf.range(i % 4)).sparse_batch(3, row_shape=[4])\n",
+    "csv": "ds = tf.data.experimental.CsvDataset(PATH + '.csv', [0, 0.0], header=True)\n",
+    "sql": "ds = tf.data.experimental.SqlDataset('sqlite', PATH + '.db', 'SELECT a, b FROM t', (tf.int64, tf.float64))\n",
+    "load": "ds = tf.data.Dataset.load(PATH + '.saved')\n",
+    "parse_example_dataset": "spec = {'x': tf.io.FixedLenFeature([], tf.int64)}\n"
+                             "ds = tf.data.TFRecordDataset(PATH + '.tfrecord').batch(4)\n"
+                             "ds = ds.apply(tf.data.experimental.parse_example_dataset(spec))\n",
+    "map_and_batch(double)": "def double(x):\n    return x * 2\n"
+                             "ds = tf.data.Dataset.range(30).apply(tf.data.experimental.map_and_batch(double, 4))\n",
+}
+
+
+def _files_for_known_by_name(path) -> None:
+    import sqlite3
+    path.with_suffix(".csv").write_text("a,b\n" + "".join(f"{i},{i / 2}\n" for i in range(30)))
+    with sqlite3.connect(path.with_suffix(".db")) as db:
+        db.execute("CREATE TABLE t (a INTEGER, b REAL)")
+        db.executemany("INSERT INTO t VALUES (?, ?)", [(i, i / 2) for i in range(30)])
+    tf.data.Dataset.range(30).save(str(path.with_suffix(".saved")))
+    with tf.io.TFRecordWriter(str(path.with_suffix(".tfrecord"))) as w:
+        for i in range(30):
+            x = tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))
+            w.write(tf.train.Example(features=tf.train.Features(feature={"x": x})).SerializeToString())
+
+
+def _dense(ds: tf.data.Dataset) -> list:
+    return [[t.numpy().tolist() if not isinstance(t, tf.SparseTensor) else tf.sparse.to_dense(t).numpy().tolist()
+             for t in tf.nest.flatten(e)] for e in ds]
+
+
+@pytest.mark.parametrize("label", list(KNOWN_BY_NAME))
+def test_an_operator_known_by_name_shows_as_called_and_its_cell_exports(label, tmp_path):
+    _files_for_known_by_name(tmp_path / "data")
+    cell = f"import tensorflow as tf\nPATH = {str(tmp_path / 'data')!r}\n" + KNOWN_BY_NAME[label]
+    ds = run_cell(cell)
+    op = next((o for o in pipeline_of(ds) if o.label == label), None)
+    assert op is not None, [o.label for o in pipeline_of(ds)]
+    out = rewrite_source(cell, [Change("cache", label, op.name, "", "test"), Change("prefetch", label, op.name, 2, "test")])
+    assert ".cache().prefetch(2)" in out, out
+    assert _dense(run_cell(out)) == _dense(ds)
 
 
 def test_a_call_site_building_several_operators_gets_one_value_and_a_clear_comment():

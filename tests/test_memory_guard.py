@@ -126,6 +126,19 @@ def test_a_guarded_cache_under_its_limit_caches_and_keeps_the_elements():
     assert [e.tolist() for e in guarded.as_numpy_iterator()] == expected  # read back from the cache
 
 
+def test_a_guarded_cache_of_sparse_minibatches_keeps_them():
+    """``sparse_batch``'s graph declares the dense shape its SparseTensor stands for ([?, 4]),
+    its encoded element has another ([3]), and the guard's scan checks what it returns: every
+    plan caching a sparse_batch failed with "Got wrong shape for scan_func return value"
+    (found trying user shapes, session 61)."""
+    ds = tf.data.Dataset.range(30).map(lambda i: tf.range(i % 4)).sparse_batch(3, row_shape=[4])
+    op = pipeline_of(ds).root
+    guarded = apply_changes(ds, [Change("cache", "sparse_batch(3)", op, "", "test")], cache_limit=10 * MB)
+    expected = [tf.sparse.to_dense(e).numpy().tolist() for e in ds]
+    for _ in range(2):  # filled, then read back from the cache
+        assert [tf.sparse.to_dense(e).numpy().tolist() for e in guarded] == expected
+
+
 def test_a_guard_above_a_scan_of_your_own_guards_the_cache_and_keeps_your_scan():
     """The guard is a scan grafted below the cache; a pipeline with its own scan below the cache
     (a running sum) kept the guard's node wrong (the user's scan), and the fill failed with

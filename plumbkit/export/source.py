@@ -18,7 +18,7 @@ from ..model.plan import Change, Option
 
 #: Operator kinds whose Dataset method has a different name in Python.
 _METHOD_OF_KIND = {"tfrecord": "TFRecordDataset", "text_line": "TextLineDataset",
-                   "fixed_length_record": "FixedLengthRecordDataset"}
+                   "fixed_length_record": "FixedLengthRecordDataset", "csv": "CsvDataset", "sql": "SqlDataset"}
 _LABEL = re.compile(r"^(?P<kind>[A-Za-z_]+)(?:\((?P<arg>[^)]*)\))?(?:#(?P<n>\d+))?$")
 
 
@@ -315,6 +315,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     parallelism: dict[int, tuple[_Site, list]] = {}  # call site -> every value asked for there
     for change in changes:
         site = find_site(tree, masked, change.where)
+        if change.what != "parallelism":  # its parallelism is the transformation's own argument
+            site = _applied(site, up, lines, starts)
         if change.what == "remove":
             edits.append((site.receiver_end, site.end, ""))
             continue
@@ -391,6 +393,18 @@ def _option_comment(option: Option, tree: ast.Module, masked: str, lines: list[s
             continue
     said = textwrap.wrap(text, 88)
     return [(at, at, f"{indent}# plumbkit {said[0]}\n" + "".join(f"{indent}#   {t}\n" for t in said[1:]))]
+
+
+def _applied(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list[int]) -> _Site:
+    """The ``.apply(...)`` call ``site`` is handed to (``ds.apply(tf.data.experimental.map_and_batch(f, 32))``:
+    what follows the operator follows the ``apply``, not the transformation function), or ``site``."""
+    parent = up.get(id(site.call))
+    if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "apply"
+            and site.call in parent.args):
+        return site
+    return _Site(call=parent, start=_abs(lines, starts, parent.lineno, parent.col_offset),
+                 end=_abs(lines, starts, parent.end_lineno, parent.end_col_offset),
+                 receiver_end=_abs(lines, starts, parent.func.value.end_lineno, parent.func.value.end_col_offset))
 
 
 def _tier_around(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list[int]) -> _Site:

@@ -57,6 +57,14 @@ KIND_BY_FAMILY: dict[str, str] = {
     "enumerate": "enumerate",
     "legacytakewhile": "take_while",
     "takewhile": "take_while",
+    # known by name only: what users see, and the call an exported cell is written at
+    "densetosparsebatch": "sparse_batch",
+    "groupbyreducer": "group_by_reducer",
+    "parseexample": "parse_example_dataset",
+    "csv": "csv",
+    "sql": "sql",
+    "load": "load",
+    "snapshot": "snapshot",
 }
 
 #: Kinds that read files (their element counts relate to bytes on disk).

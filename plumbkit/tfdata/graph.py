@@ -67,9 +67,11 @@ MUTABLE_TABLE_OPS = frozenset({"MutableHashTableV2", "MutableHashTableOfTensorsV
 TABLE_READ_OPS = frozenset({"LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2"})
 
 _INFERENCE_NAME = re.compile(r"^__inference_(?:Dataset_(?P<method>[a-z_]+?)_)?(?P<func>.+?)_\d+$")
+#: How a function handed to a ``tf.data.experimental`` transformation is named (its method follows).
+_EXPERIMENTAL = "tf_data_experimental_"
 _METHOD_PREFIXES = (
     "flat_map", "interleave", "parallel_interleave", "map_and_batch", "map", "filter", "scan",
-    "group_by_window", "take_while", "reduce", "padded_batch", "batch",
+    "group_by_window", "group_by_reducer", "take_while", "reduce", "padded_batch", "batch",
 )
 
 
@@ -80,6 +82,8 @@ def python_function_name(function_name: str) -> str:
         return function_name
     func = match.group("func")
     method = match.group("method")
+    if not method and func.startswith(_EXPERIMENTAL):  # ds.apply(tf.data.experimental.map_and_batch(f, 32))
+        method, func = func[len(_EXPERIMENTAL):].split("_", 1) if "_" in func[len(_EXPERIMENTAL):] else ("", func)
     if method:
         # The lazy group may have cut a method with underscores (flat_map) short.
         whole = f"{method}_{func}"
@@ -317,7 +321,9 @@ def _tunables(op_type: str, node_def, consts: dict[str, Any]) -> dict[str, Any]:
 
 def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
            tunables: dict[str, Any]) -> str:
-    names = [n for n in (python_function_name(f) for f in functions) if n]
+    if kind in ("load", "snapshot"):
+        return kind  # their functions are TensorFlow's own (the reader, the sharding)
+    names = list(dict.fromkeys(n for n in (python_function_name(f) for f in functions) if n))
     readers = [o for o in inner_ops if kind_of(o) in FILE_SOURCE_KINDS]
     if names == ["read_one_file"] and readers:  # TF's own wrapper: TFRecordDataset([files])
         return re.sub(r"V\d+$", "", readers[0])
@@ -332,7 +338,7 @@ def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
         shown = sorted({re.sub(r"V\d+$", "", o) for o in inner})
         return f"{kind}({', '.join(shown)})"
     for key in ("batch_size", "count", "buffer_size", "batch_sizes"):
-        if key in tunables and kind not in ("tfrecord", "text_line", "fixed_length_record"):
+        if key in tunables and kind not in ("tfrecord", "text_line", "fixed_length_record", "csv"):
             value = tunables[key]
             shown = "AUTOTUNE" if value == -1 and key == "buffer_size" else value
             return f"{kind}({shown})"
@@ -543,6 +549,14 @@ def _static_bytes(node) -> int | None:
     return total if node.attr[types_attr].list.type else None
 
 
+def _flat_shape(shape, dtype) -> tf.TensorShape:
+    """A component's shape as a function over the sub-pipeline may declare it. A variant (a
+    SparseTensor or RaggedTensor encoded) is declared unknown: the graph records the dense shape
+    the element stands for (``sparse_batch(32, row_shape=[7])``: [?, 7]) while the variant itself
+    has another ([3]), and ``scan`` checks what its function returns against what it declares."""
+    return tf.TensorShape(None) if tf.dtypes.as_dtype(dtype) == tf.variant else tf.TensorShape(shape)
+
+
 def dataset_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.data.Dataset:
     """The sub-pipeline ending at ``node`` as a Dataset of flat tensors (types and shapes from the graph)."""
     from tensorflow.python.data.ops import dataset_ops
@@ -551,7 +565,7 @@ def dataset_at(graph_def: graph_pb2.GraphDef, node: str) -> tf.data.Dataset:
     types_attr = "output_types" if "output_types" in node_def.attr else "Toutput_types"
     types = node_def.attr[types_attr].list.type
     shapes = node_def.attr["output_shapes"].list.shape
-    spec = tuple(tf.TensorSpec(tf.TensorShape(s), tf.dtypes.as_dtype(t)) for t, s in zip(types, shapes))
+    spec = tuple(tf.TensorSpec(_flat_shape(s, t), tf.dtypes.as_dtype(t)) for t, s in zip(types, shapes))
     variant, builder = variant_at(graph_def, node)
     ds = dataset_ops._VariantDataset(variant, spec)  # noqa: SLF001
     if builder is None:
