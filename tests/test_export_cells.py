@@ -22,7 +22,7 @@ import tensorflow as tf
 from plumbkit.bench import examples
 from plumbkit.bench import pipelines as bench
 from plumbkit.engine.tracing import trace
-from plumbkit.export.source import rewrite_source
+from plumbkit.export.source import CodegenError, rewrite_source
 from plumbkit.model.plan import Change
 from plumbkit.planning.decisions import decide
 from plumbkit.tfdata.graph import pipeline_of
@@ -348,3 +348,53 @@ def test_the_planner_never_asks_an_interleave_for_more_than_its_cycle_length():
         assert d.allocation.theta[interleave.name] <= 2 + 1e-6  # the LP knows the cap: its bound holds
     assert t.allocation_bound(cores=32) < t.allocation(cores=32, max_threads={interleave.name: 64.0}).throughput
     assert not interleave.can_take_more_parallelism(2)
+
+
+# -- operators a library call builds (keras' image_dataset_from_directory) ------------------------
+
+LIBRARY_CELL = '''import tensorflow as tf
+ds = tf.keras.utils.image_dataset_from_directory(FOLDER, image_size=(8, 8), batch_size=4, shuffle=False)
+'''
+LIBRARY_CELL_MAPPED = LIBRARY_CELL + "ds = ds.map(lambda x, y: (x / 255.0, y))\n"
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("images")
+    for label in ("cat", "dog"):
+        (folder / label).mkdir()
+        for i in range(6):
+            pixels = tf.fill([12, 12, 3], tf.constant(i * 20 + (label == "dog"), tf.uint8))
+            tf.io.write_file(str(folder / label / f"{i}.png"), tf.io.encode_png(pixels))
+    return str(folder)
+
+
+def test_an_operator_a_library_call_builds_is_written_where_its_elements_pass_in_the_cell(image_folder):
+    """image_dataset_from_directory builds a map, a batch and a prefetch inside: a cache after
+    its batch is written after the cell binds its dataset, or before the cell's own map above it;
+    the library's map's parallelism is said in a comment, not written on the cell's map (both are
+    labelled map(lambda): the cell's is the top one). Before, the export failed ("no call .map(...)
+    for 'map(lambda)'"), and with a map of the cell's it wrote the library's parallelism there."""
+    namespace = {"FOLDER": image_folder}
+    alone = pipeline_of(run_cell(LIBRARY_CELL, namespace))
+    ours = "map(lambda)"
+    assert [o.label for o in alone if o.kind in ("map", "batch", "prefetch")] == ["prefetch(AUTOTUNE)", "batch(4)", ours]
+    changes = [Change("parallelism", ours, "n", 3, "test"), Change("cache", "batch(4)", "n", "", "test")]
+    with pytest.raises(CodegenError):  # without the pipeline's model the cell has no call to write them at
+        rewrite_source(LIBRARY_CELL, changes)
+    out = rewrite_source(LIBRARY_CELL, changes, pipeline=alone)
+    assert out.endswith("shuffle=False)\nds = ds.cache()\n"
+                        "# plumbkit: 3 parallel calls for map(lambda): not written, a call this cell makes "
+                        "builds it inside (not the cell's own code)\n"), out
+    assert rewrite_source(out, changes, pipeline=alone) == out  # idempotent
+    mapped = pipeline_of(run_cell(LIBRARY_CELL_MAPPED, namespace))
+    changes = [Change("parallelism", "map(lambda)#2", "n", 2, "test"), Change("parallelism", ours, "n", 3, "test"),
+               Change("cache", "batch(4)", "n", "", "test")]
+    out_mapped = rewrite_source(LIBRARY_CELL_MAPPED, changes, pipeline=mapped)
+    assert "ds = ds.cache().map(lambda x, y: (x / 255.0, y), num_parallel_calls=2)\n" in out_mapped, out_mapped
+    assert "# plumbkit: 3 parallel calls for map(lambda): not written" in out_mapped
+    assert rewrite_source(out_mapped, changes, pipeline=mapped) == out_mapped
+    for cell, exported in ((LIBRARY_CELL, out), (LIBRARY_CELL_MAPPED, out_mapped)):
+        yours = list(run_cell(cell, namespace).as_numpy_iterator())
+        assert_same([tf.nest.map_structure(np.asarray, e) for e in run_cell(exported, namespace).as_numpy_iterator()],
+                    [tf.nest.map_structure(np.asarray, e) for e in yours])

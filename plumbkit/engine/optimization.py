@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ..model.demand import ModelDemand
+from ..model.pipeline import Pipeline
 from ..model.plan import CacheDecision, Change, Option
 from ..planning.decisions import Decisions, decide, decided_again, priced_options, resaid
 from ..planning.fill import fill_seconds, fills_a_cache, predict_fill
@@ -132,6 +133,8 @@ class Plan:
     steps_baselines: dict[str, float] = field(default_factory=dict)
     ideal_steps_per_s: float | None = None  # the model on ideal input, measured alike beside them
     steps_comparison: Comparison | None = None
+    #: the model of the pipeline you gave (the export finds the operators your cell builds in it)
+    user_pipeline: Pipeline | None = None
 
     #: the plan's training steps/s predicted before the fact, the step's CPU charged beside the
     #: pipeline's (:func:`plumbkit.planning.predict.predict_training`); yours and the plan's by name
@@ -219,7 +222,7 @@ class Plan:
         """The user's cell ``source`` with this plan's changes written in (see plumbkit.export),
         and the options it offers but does not apply as comments saying how to turn them on."""
         from ..export.source import note_options, rewrite_source
-        return note_options(rewrite_source(source, self.changes), self.options)
+        return note_options(rewrite_source(source, self.changes, pipeline=self.user_pipeline), self.options)
 
     def __str__(self) -> str:
         if self.partial:
@@ -368,6 +371,7 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
                       runtime=runtime, disk=disk)
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
     _predicted_figures(plan, ev, user, planned, cores)
+    plan.user_pipeline = user
     plan.right_sizing = sizing
     _in_the_loop(plan, ds, contenders, protocol, ev, model=model, step=step, should_stop=should_stop,
                  progress=progress, demand=demand, build_yours=build_yours)

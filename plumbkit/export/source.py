@@ -14,7 +14,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..model.pipeline import Pipeline
 from ..model.plan import Change, Option
+from .placement import dataset_binding, label_total, place_outside
 
 #: Operator kinds whose Dataset method has a different name in Python.
 _METHOD_OF_KIND = {"tfrecord": "TFRecordDataset", "text_line": "TextLineDataset",
@@ -113,8 +115,13 @@ def _matches(site: _Site, method: str, arg: str | None) -> bool:
     return name is None or name == arg or arg in ("AUTOTUNE",)
 
 
-def find_site(tree: ast.AST, source: str, label: str) -> _Site:
-    """The call that built the operator labelled ``label`` (e.g. ``map(decode)``, ``batch(32)#2``)."""
+def find_site(tree: ast.AST, source: str, label: str, total: int | None = None) -> _Site:
+    """The call that built the operator labelled ``label`` (e.g. ``map(decode)``, ``batch(32)#2``).
+
+    ``total``: how many operators of the pipeline share the label (None: unknown). Where the
+    cell has fewer calls than that and none builds several (a loop, a helper called twice), the
+    rest are built inside a library call it makes (``image_dataset_from_directory``'s map), below
+    the cell's own: its calls are the top ones, and a label below them is not in the cell."""
     m = _LABEL.match(label.strip())
     if not m:
         raise CodegenError(f"cannot read the operator label {label!r}")
@@ -126,6 +133,11 @@ def find_site(tree: ast.AST, source: str, label: str) -> _Site:
         hits = [s for s in sites if s.call.func.attr == method]
         if len(hits) != 1:
             raise CodegenError(f"no call .{method}(...) for {label!r} in the cell")
+    several = len(hits) == 1 and builds_several(hits[0], tree, _parents(tree))
+    if total is not None and total > len(hits) and not several:
+        n -= total - len(hits)  # the library's come first
+        if n < 1:
+            raise CodegenError(f"{label!r} is built inside a call the cell makes, not by a call of its own")
     if n > len(hits) and len(hits) == 1:
         return hits[0]  # one call site builds them all (a loop, a helper called twice)
     if n > len(hits):
@@ -299,8 +311,12 @@ def _threadpool_edits(tree: ast.AST, source: str, site: _Site, parents: dict[int
     return edits
 
 
-def rewrite_source(source: str, changes: Sequence[Change]) -> str:
+def rewrite_source(source: str, changes: Sequence[Change], *, pipeline: Pipeline | None = None) -> str:
     """``source`` with ``changes`` applied at their call sites; raises CodegenError if one is missing.
+
+    ``pipeline``: the model of the pipeline the cell builds. With it, a change at an operator a
+    library call builds (not the cell's own code) goes where :mod:`.placement` says, or is said in
+    a ``# plumbkit:`` comment at the end of the cell; without it, such a change raises.
 
     A call site that builds several operators (in a loop, or a helper called more than once)
     gets one ``num_parallel_calls`` serving all of them (the largest the plan asks for); a cache
@@ -313,8 +329,15 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
     lines, starts = masked.splitlines(keepends=True), _offsets(masked)
     edits: list[tuple[int, int, str]] = []  # (start, end, replacement)
     parallelism: dict[int, tuple[_Site, list]] = {}  # call site -> every value asked for there
+    outside: list[Change] = []  # built inside a library call the cell makes (with ``pipeline``)
     for change in changes:
-        site = find_site(tree, masked, change.where)
+        try:
+            site = find_site(tree, masked, change.where, label_total(pipeline, change.where))
+        except CodegenError:
+            if pipeline is None:
+                raise
+            outside.append(change)
+            continue
         if change.what != "parallelism":  # its parallelism is the transformation's own argument
             site = _applied(site, up, lines, starts)
         if change.what == "remove":
@@ -364,6 +387,8 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
             raise CodegenError(f"unknown change {change.what!r}")
     for site, values in parallelism.values():
         edits.append(_parallelism_edit(site, _merged_parallelism(values, site.call), alias, lines, starts))
+    if outside:
+        edits.extend(_outside_edits(outside, pipeline, tree, masked, alias, lines, starts))
     out = masked
     # same position: keep the order the edits were made in (a cache before its prefetch)
     order = {id(e): i for i, e in enumerate(edits)}
@@ -375,6 +400,52 @@ def rewrite_source(source: str, changes: Sequence[Change]) -> str:
         raise CodegenError(f"plumbkit could not write this plan into the cell (the result would "
                            f"not be valid Python: {err.msg}, line {err.lineno})") from err
     return restore_magics(source, masked, out)
+
+
+def _outside_edits(changes: list[Change], pipeline: Pipeline, tree: ast.Module, masked: str, alias: str,
+                   lines: list[str], starts: list[int]) -> list[tuple[int, int, str]]:
+    """Edits for changes at operators a library call builds: a cache or prefetch before the
+    cell's first operator above it, or after the statement binding the cell's dataset; the rest
+    (and where neither exists) a comment at the end of the cell."""
+    def in_cell(label: str) -> bool:
+        try:
+            find_site(tree, masked, label, label_total(pipeline, label))
+        except CodegenError:
+            return False
+        return True
+    binding = dataset_binding(tree)
+    edits, unwritten = [], []
+    for change in changes:
+        place = place_outside(pipeline, change.where, in_cell) if change.what in ("cache", "prefetch") else None
+        text = (f".cache({change.value!r})" if change.value else ".cache()") if change.what == "cache" \
+            else f".prefetch({_value_text(change.value, alias)})"
+        if place is not None and place.before is not None:
+            site = find_site(tree, masked, place.before, label_total(pipeline, place.before))
+            receiver = site.call.func.value
+            if not (isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                    and receiver.func.attr == change.what):  # written already
+                edits.append((site.receiver_end, site.receiver_end, text))
+        elif place is not None and binding is not None:
+            name, statement = binding
+            line = f"{name} = {name}{text}"
+            if not any(ast.get_source_segment(masked, s) == line for s in tree.body):  # written already
+                end = starts[statement.end_lineno] + len(lines[statement.end_lineno - 1].rstrip("\r\n"))
+                edits.append((end, end, f"\n{line}"))
+        else:
+            unwritten.append(change)
+    said = [f"# plumbkit: {_unwritten_text(c)}" for c in unwritten]
+    said = [line for line in said if line not in masked.splitlines()]  # written already
+    if said:
+        end = len(masked.rstrip("\n"))
+        edits.append((end, end, "".join(f"\n{line}" for line in said)))
+    return edits
+
+
+def _unwritten_text(change: Change) -> str:
+    what = {"parallelism": f"{change.value} parallel calls for {change.where}",
+            "cache": f"a cache after {change.where}", "prefetch": f"a prefetch of {change.value} after {change.where}",
+            }.get(change.what, f"{change.what} {change.value} at {change.where}")
+    return f"{what}: not written, a call this cell makes builds it inside (not the cell's own code)"
 
 
 def _option_comment(option: Option, tree: ast.Module, masked: str, lines: list[str],
