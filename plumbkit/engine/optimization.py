@@ -368,10 +368,9 @@ def optimize(pipeline: PipelineLike, *, cores: int | None = None, memory_budget:
     planned.notes += [n for n in (cores_note(ev), comparison.load_change(original.analysis.neighbour_cores),
                                   comparison.drift(YOURS, original.analysis.cpu_per_batch)) if n]
     plan = _plan_from(ds, build_yours, planned, comparison, prediction=prediction, trace=original,
-                      runtime=runtime, disk=disk)
+                      runtime=runtime, disk=disk, user=user)
     plan.fill_prediction, plan.fill_seconds, plan.first_epoch = fill, fill_time, first_epoch
     _predicted_figures(plan, ev, user, planned, cores)
-    plan.user_pipeline = user
     plan.right_sizing = sizing
     _in_the_loop(plan, ds, contenders, protocol, ev, model=model, step=step, should_stop=should_stop,
                  progress=progress, demand=demand, build_yours=build_yours)
@@ -619,7 +618,7 @@ def _contenders(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Datase
 
 def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset"], planned: _Planned,
                comparison: Comparison, *, prediction: Prediction, trace: Trace, runtime: RuntimeCosts,
-               disk: float | None) -> Plan:
+               disk: float | None, user: Pipeline) -> Plan:
     """The plan the comparison says to hand back: the rewrite when measurably faster, else yours."""
     changes, notes, decisions = planned.changes, list(planned.notes), planned.decisions
     if not changes and not planned.declined:
@@ -644,6 +643,7 @@ def _plan_from(ds: "tf.data.Dataset", build_yours: Callable[[], "tf.data.Dataset
                                   "disk (measured)": disk}.items() if v},
         notes=notes, warmup_batches=planned.fill, yours_warmup_batches=planned.yours_fill, applied=applied,
         speedup=speedup, comparison=comparison, charged=decisions.charged, free=decisions.free, runtime=runtime,
+        user_pipeline=user,
     )
     plan.baselines = {name: comparison.median(name) for name in CONFIGURATIONS
                       if name in comparison.results and comparison[name].ok}
