@@ -33,7 +33,7 @@ def label_total(pipeline: Pipeline | None, label: str) -> int | None:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a cache, prefetch or disk tier after an operator the cell does not build goes:
+    """Where a cache or prefetch after an operator the cell does not build goes:
     ``before`` the call of the operator labelled so (on its input), or (``before`` None) after
     the statement that binds the cell's dataset."""
 

@@ -137,7 +137,8 @@ def find_site(tree: ast.AST, source: str, label: str, total: int | None = None) 
     if total is not None and total > len(hits) and not several:
         n -= total - len(hits)  # the library's come first
         if n < 1:
-            raise CodegenError(f"{label!r} is built inside a call the cell makes, not by a call of its own")
+            raise CodegenError(f"{label!r} is built inside a call the cell makes, "
+                               f"not by a call of its own")
     if n > len(hits) and len(hits) == 1:
         return hits[0]  # one call site builds them all (a loop, a helper called twice)
     if n > len(hits):

@@ -82,8 +82,9 @@ def python_function_name(function_name: str) -> str:
         return function_name
     func = match.group("func")
     method = match.group("method")
-    if not method and func.startswith(_EXPERIMENTAL):  # ds.apply(tf.data.experimental.map_and_batch(f, 32))
-        method, func = func[len(_EXPERIMENTAL):].split("_", 1) if "_" in func[len(_EXPERIMENTAL):] else ("", func)
+    rest = func[len(_EXPERIMENTAL):]  # ds.apply(tf.data.experimental.map_and_batch(f, 32))
+    if not method and func.startswith(_EXPERIMENTAL) and "_" in rest:
+        method, func = rest.split("_", 1)
     if method:
         # The lazy group may have cut a method with underscores (flat_map) short.
         whole = f"{method}_{func}"
