@@ -85,18 +85,17 @@ def _callee_name(node: ast.AST) -> str | None:
     return None
 
 
+def _site_of(call: ast.Call, receiver: ast.AST, lines: list[str], starts: list[int]) -> _Site:
+    """``call``'s offsets in the cell, ``receiver`` the expression a change after it is written on."""
+    return _Site(call=call, start=_abs(lines, starts, call.lineno, call.col_offset),
+                 end=_abs(lines, starts, call.end_lineno, call.end_col_offset),
+                 receiver_end=_abs(lines, starts, receiver.end_lineno, receiver.end_col_offset))
+
+
 def _sites(tree: ast.AST, source: str) -> list[_Site]:
     lines, starts = source.splitlines(keepends=True), _offsets(source)
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            recv = node.func.value
-            out.append(_Site(
-                call=node,
-                start=_abs(lines, starts, node.lineno, node.col_offset),
-                end=_abs(lines, starts, node.end_lineno, node.end_col_offset),
-                receiver_end=_abs(lines, starts, recv.end_lineno, recv.end_col_offset),
-            ))
+    out = [_site_of(node, node.func.value, lines, starts) for node in ast.walk(tree)
+           if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)]
     return sorted(out, key=lambda s: (s.start, s.end))
 
 
@@ -133,8 +132,8 @@ def find_site(tree: ast.AST, source: str, label: str, total: int | None = None) 
         hits = [s for s in sites if s.call.func.attr == method]
         if len(hits) != 1:
             raise CodegenError(f"no call .{method}(...) for {label!r} in the cell")
-    several = len(hits) == 1 and builds_several(hits[0], tree, _parents(tree))
-    if total is not None and total > len(hits) and not several:
+    if (total is not None and total > len(hits)
+            and not (len(hits) == 1 and builds_several(hits[0], tree, _parents(tree)))):
         n -= total - len(hits)  # the library's come first
         if n < 1:
             raise CodegenError(f"{label!r} is built inside a call the cell makes, "
@@ -144,6 +143,13 @@ def find_site(tree: ast.AST, source: str, label: str, total: int | None = None) 
     if n > len(hits):
         raise CodegenError(f"{label!r}: only {len(hits)} call(s) .{method}(...) in the cell")
     return hits[n - 1]
+
+
+def _call_text(change: Change, tf_alias: str) -> str:
+    """The call a cache or prefetch change adds: ``.cache()``, ``.cache('<file>')``, ``.prefetch(n)``."""
+    if change.what == "cache":
+        return f".cache({change.value!r})" if change.value else ".cache()"
+    return f".prefetch({_value_text(change.value, tf_alias)})"
 
 
 def _value_text(value, tf_alias: str) -> str:
@@ -359,8 +365,7 @@ def rewrite_source(source: str, changes: Sequence[Change], *, pipeline: Pipeline
                     f"after the last of them by hand"))
                 continue
             parent = parents.get(id(call))
-            text = (f".cache({change.value!r})" if change.value else ".cache()") if change.what == "cache" \
-                else f".prefetch({_value_text(change.value, alias)})"
+            text = _call_text(change, alias)
             if change.what == "cache" and parent is not None and parent.func.attr == "cache":
                 continue  # already there
             if change.what == "prefetch" and parent is not None and parent.func.attr == "cache":
@@ -418,8 +423,7 @@ def _outside_edits(changes: list[Change], pipeline: Pipeline, tree: ast.Module, 
     edits, unwritten = [], []
     for change in changes:
         place = place_outside(pipeline, change.where, in_cell) if change.what in ("cache", "prefetch") else None
-        text = (f".cache({change.value!r})" if change.value else ".cache()") if change.what == "cache" \
-            else f".prefetch({_value_text(change.value, alias)})"
+        text = _call_text(change, alias) if place is not None else ""
         if place is not None and place.before is not None:
             site = find_site(tree, masked, place.before, label_total(pipeline, place.before))
             receiver = site.call.func.value
@@ -474,9 +478,7 @@ def _applied(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list
     if not (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Attribute) and parent.func.attr == "apply"
             and site.call in parent.args):
         return site
-    return _Site(call=parent, start=_abs(lines, starts, parent.lineno, parent.col_offset),
-                 end=_abs(lines, starts, parent.end_lineno, parent.end_col_offset),
-                 receiver_end=_abs(lines, starts, parent.func.value.end_lineno, parent.func.value.end_col_offset))
+    return _site_of(parent, parent.func.value, lines, starts)
 
 
 def _tier_around(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: list[int]) -> _Site:
@@ -485,9 +487,7 @@ def _tier_around(site: _Site, up: dict[int, ast.AST], lines: list[str], starts: 
     parent = up.get(id(site.call))
     if not (isinstance(parent, ast.Call) and _callee_name(parent.func) == "on_disk"):
         return site
-    return _Site(call=parent, start=_abs(lines, starts, parent.lineno, parent.col_offset),
-                 end=_abs(lines, starts, parent.end_lineno, parent.end_col_offset),
-                 receiver_end=_abs(lines, starts, parent.func.end_lineno, parent.func.end_col_offset))
+    return _site_of(parent, parent.func, lines, starts)
 
 
 def _disk_tier_edits(site: _Site, change: Change, tree: ast.Module, up: dict[int, ast.AST],

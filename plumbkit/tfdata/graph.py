@@ -339,7 +339,7 @@ def _label(kind: str, op_type: str, functions: list[str], inner_ops: list[str],
         shown = sorted({re.sub(r"V\d+$", "", o) for o in inner})
         return f"{kind}({', '.join(shown)})"
     for key in ("batch_size", "count", "buffer_size", "batch_sizes"):
-        if key in tunables and kind not in ("tfrecord", "text_line", "fixed_length_record", "csv"):
+        if key in tunables and kind not in FILE_SOURCE_KINDS and kind != "csv":  # a reader's buffer, not its size
             value = tunables[key]
             shown = "AUTOTUNE" if value == -1 and key == "buffer_size" else value
             return f"{kind}({shown})"
