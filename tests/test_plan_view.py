@@ -9,14 +9,15 @@ import dataclasses
 import html
 import re
 
-from plumbkit.engine.compare import Speedup
-from plumbkit.engine.optimization import Plan
+from plumbkit.engine.compare import Comparison, Result, Speedup
+from plumbkit.engine.optimization import AUTOTUNE_WITH, AUTOTUNE_WITH_DISK, Plan
 from plumbkit.model.demand import ModelDemand
 from plumbkit.model.plan import CacheDecision
 from plumbkit.planning.predict import TRAINING_STEP, Prediction
 from plumbkit.planning.right_size import RightSizing
 from plumbkit.render.html import AUTOTUNE_NOTE, plan_headline, plan_html
-from plumbkit.render.text import cache_row
+from plumbkit.model.protocol import Protocol
+from plumbkit.render.text import cache_row, plan_text
 from plumbkit.widgets.optimize_panel import done_message
 
 MEASURED = {"yours": 100.0, "naive": 120.0, "autotune": 300.0, "plumbkit": 520.0}
@@ -79,6 +80,39 @@ def test_the_plan_view_shows_the_prediction_alone_and_folds_the_details():
     assert "consumer thread: 2,000.0" in details and "map(f): 1.60" in details and "a note" in details
     assert "LP" not in view and "allocation bound" not in view
 
+
+
+def compared(plan: Plan, rounds: dict[str, list[float]]) -> Plan:
+    """``plan`` with a comparison whose rounds are ``rounds`` (name -> minibatches/s a round)."""
+    results = {name: Result(name, list(r)) for name, r in rounds.items()}
+    return dataclasses.replace(plan, comparison=Comparison(results, Protocol(rounds=3)))
+
+
+def test_a_rival_that_beats_the_plan_is_said_under_the_headline_in_every_view():
+    """AUTOTUNE given the plan's own cache and prefetch measured faster than the plan in every
+    round: the headline over yours stays, and the line under it says the rival won and what that
+    means; the text view says the same."""
+    plan = compared(plan_with((5.0, 5.2, 5.4)), {"yours": [100, 100, 100], "plumbkit": [500, 520, 540],
+                                                 AUTOTUNE_WITH: [600, 610, 640]})
+    rival = plan.rival_speedup
+    assert rival.over == AUTOTUNE_WITH and rival.measurable and not rival.faster
+    above = plan_html(plan).split("<details")[0]
+    line = re.search(r"<div class='plumbkit-rival'[^>]*>(.*?)</div>", above).group(1)
+    assert html.unescape(line).startswith(f"plan over {AUTOTUNE_WITH} (AUTOTUNE given the plan's caches and prefetch)")
+    assert "0.84× slower" in line and "tf.data's own tuning beat the plan's settings" in html.unescape(line)
+    assert html.unescape(line) in plan_text(plan).replace("\n  ", "\n")
+    # a rival inside the spread: no measurable change, and no reading of it
+    tied = compared(plan, {"plumbkit": [500, 520, 540], AUTOTUNE_WITH: [480, 530, 600]})
+    assert tied.rival_speedup.verdict.startswith("no measurable change") and "tuning beat" not in plan_html(tied)
+
+
+def test_the_rival_of_a_plan_with_a_disk_tier_is_autotune_over_the_same_tier_and_none_without_a_comparison():
+    rounds = {"plumbkit": [500, 520, 540], AUTOTUNE_WITH: [100, 100, 100], AUTOTUNE_WITH_DISK: [250, 260, 270]}
+    plan = compared(plan_with((5.0, 5.2, 5.4)), rounds)
+    assert plan.rival_speedup.over == AUTOTUNE_WITH_DISK and plan.rival_speedup.ratio == 2.0
+    assert "<div class='plumbkit-rival'" in plan_html(plan) and "2.00× faster" in plan_html(plan)
+    assert plan_with((5.0, 5.2, 5.4)).rival_speedup is None and "plumbkit-rival" not in plan_html(plan_with((5.0, 5.2, 5.4)))
+    assert compared(plan_with((1.0,), changes=()), rounds).rival_speedup is None  # nothing changed: no rival
 
 # -- with a model in the loop (issue 27 item 5) and the cache row (issue 26) ------------------------
 # Test inputs, labelled: training steps/s measured alike (yours, AUTOTUNE, the plan), the model

@@ -167,6 +167,17 @@ class Plan:
         return self.compared_prediction.throughput / yours if yours else None
 
     @property
+    def rival_speedup(self) -> Speedup | None:
+        """The plan over its fair rival, measured alike: AUTOTUNE given the plan's own caches
+        (its disk tier too, where it has one) and final prefetch. Below 1, tf.data's tuning of
+        the same layout beat the plan's settings: shown, so a headline over yours never hides it.
+        None: no changes, or not measured alike."""
+        if self.comparison is None or not self.proposed_changes:
+            return None
+        rival = AUTOTUNE_WITH_DISK if AUTOTUNE_WITH_DISK in self.comparison.results else AUTOTUNE_WITH
+        return self.comparison.speedup(PLUMBKIT, rival)
+
+    @property
     def predicted_steps_per_s(self) -> float | None:
         """Training steps/s of the plan predicted before the fact (None without a model):
         ``step_prediction.throughput``, beside its own binding limit."""

@@ -6,8 +6,8 @@ import html
 from typing import TYPE_CHECKING
 
 from .table import COLUMNS, pct, row_cells
-from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, OPTIONS_TITLE, cache_row, first_epoch_line, summary_lines,
-                   training_rows, training_speedup_line, unshown_notes)
+from .text import (FIRST_EPOCH_PROTOCOL, IDEAL_ROW, OPTIONS_TITLE, cache_row, first_epoch_line, rival_line,
+                   summary_lines, training_rows, training_speedup_line, unshown_notes)
 
 if TYPE_CHECKING:
     from ..engine.optimization import Plan
@@ -56,6 +56,15 @@ def _returned(plan: "Plan") -> str:
     what = "plumbkit's plan is returned" if plan.applied else "your pipeline is returned unchanged"
     speedup = plan.speedup
     return f"{what} · {speedup.verdict}" if speedup is not None and speedup.measurable else what
+
+
+def _rival(plan: "Plan") -> str:
+    """The plan against AUTOTUNE given its own caches and prefetch, measured alike ('' if none)."""
+    line = rival_line(plan)
+    if line is None:
+        return ""
+    what, said = line
+    return f"<div class='plumbkit-rival' style='color:#555'>{html.escape(what)}: {html.escape(said)}</div>"
 
 
 def _pair(predicted: float | None, measured: float | None, top: float) -> str:
@@ -201,7 +210,7 @@ def plan_html(plan: "Plan") -> str:
     changes = "".join(f"<li>{html.escape(str(c))}</li>" for c in plan.proposed_changes) or "<li>none</li>"
     return (f"<div class='plumbkit-plan-view'>"
             f"<div class='plumbkit-headline' style='font-size:15px'><b>{html.escape(plan_headline(plan))}</b></div>"
-            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>{_training_headline(plan)}"
+            f"<div style='color:#555'>{html.escape(_returned(plan))}</div>{_rival(plan)}{_training_headline(plan)}"
             f"{_first_epoch(plan)}<div style='margin-top:4px'><b>minibatches/s</b> · {legend}</div>{table}"
             f"{_training_table(plan, legend)}"
             f"<div><b>{title}</b><ul style='margin:2px 0'>{changes}</ul></div>{_details(plan)}</div>")
