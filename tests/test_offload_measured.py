@@ -1,7 +1,8 @@
 """Offload plans on a real tf.data service, decided from what they measure: the CPU-heavy
-two-stage pipeline offloaded at its split (one plan for the module: ~60 s on 2 cores) and the
-cheap one with big elements kept local. The client alone on core 0, one worker on core 1
-(``conftest.cluster``); run alone (tests/run, phase 2), as the decisions read speeds.
+two-stage pipeline offloaded at its split (one plan for the module: ~45 s on 2 cores; 60-70 s
+before its per-batch work ran in a loop and the measuring pulls stopped growing their chunks past
+50 ms) and the cheap one with big elements kept local. The client alone on core 0, one worker on
+core 1 (``conftest.cluster``); run alone (tests/run, phase 2), as the decisions read speeds.
 """
 
 from __future__ import annotations

@@ -183,3 +183,31 @@ def test_service_up_prints_the_address_reports_a_lost_worker_and_stops_on_ctrl_c
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_slow_part_is_pulled_in_chunks_of_about_50_ms_and_measured_for_the_seconds_asked():
+    """A measuring pull of a part whose elements take 10 ms each (a wait, so a neighbour does not
+    move it): the chunk stops growing once one takes over 50 ms, the cached sample's 64 elements
+    are pulled in the warm-up, and the window measured is the 0.3 s asked. Grown on to 64 elements
+    a chunk, as before, one chunk took 0.64 s and the window measured was that."""
+    from plumbkit.tfdata.offload_requests import Counter, graph_rate
+
+    def wait(x):
+        time.sleep(0.01)
+        return x
+    ds = tf.data.Dataset.range(10**6).map(lambda x: tf.py_function(wait, [x], tf.int64))
+    counter = Counter()
+    began = time.perf_counter()
+    out = graph_rate(ds, seconds=0.3, warmup=0.0, counter=counter, warmup_elements=64)
+    assert 0.3 <= out["wall"] < 0.45, out
+    assert counter.n >= 64 + out["elements"] and time.perf_counter() - began < 1.8, (counter.n, out)
+
+
+def test_the_looped_planted_work_computes_what_the_unrolled_chain_does_from_a_small_function():
+    from plumbkit.bench.examples import looped_work
+    x = tf.constant(5, tf.int64)
+    for units, unrolled in ((7, 3), (6, 3), (2, 3)):  # a remainder, none, no loop at all
+        assert float(looped_work(x, units, unrolled)) == pytest.approx(float(planted_work(x, units)), rel=1e-6)
+    nodes = {name: len(tf.function(lambda v, f=f: f(v, 3200)).get_concrete_function(x).graph.as_graph_def().node)
+             for name, f in (("looped", looped_work), ("unrolled", planted_work))}
+    assert nodes["looped"] < 50 and nodes["unrolled"] > 3200, nodes

@@ -17,7 +17,7 @@ from ..engine.offload import OffloadPlan, offload
 from ..planning.offload import curve, predict
 from ..service.cluster import ServiceCluster
 from ..service.processes import usable_cores
-from .examples import planted_work
+from .examples import looped_work, planted_work
 
 Log = Callable[[str], None]
 
@@ -33,7 +33,7 @@ def two_stage(per_element: int = 40, per_batch: int = 900, *, finite: bool = Fal
         ds = ds.repeat()
     ds = ds.map(lambda x: planted_work(x, per_element), num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.batch(32)
-    return ds.map(lambda b: b + planted_work(tf.reduce_sum(tf.cast(b, tf.int64)), per_batch))
+    return ds.map(lambda b: b + looped_work(tf.reduce_sum(tf.cast(b, tf.int64)), per_batch))
 
 
 def big_and_cheap() -> tf.data.Dataset:
