@@ -25,9 +25,10 @@ Log = Callable[[str], None]
 # -- pipelines ------------------------------------------------------------------------------
 
 def two_stage(per_element: int = 40, per_batch: int = 900, *, finite: bool = False) -> tf.data.Dataset:
-    """A costly per-element map, a batch, a costly per-batch map: the cut after the batch splits
-    the work between a worker and the client. Repeated forever (sharding OFF) unless ``finite``
-    (one pass of a ``range``: DYNAMIC sharding, one split per element)."""
+    """A costly per-element map, a batch, a costly per-batch map (its chain in a loop,
+    :func:`~.examples.looped_work`, so each measuring request starts it fast): the cut after the
+    batch splits the work between a worker and the client. Repeated forever (sharding OFF)
+    unless ``finite`` (one pass of a ``range``: DYNAMIC sharding, one split per element)."""
     ds = tf.data.Dataset.range(100_000)
     if not finite:
         ds = ds.repeat()
