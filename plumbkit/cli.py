@@ -38,7 +38,6 @@ def _load_pipeline(spec: str):
 def cmd_demo(args: argparse.Namespace) -> int:
     from .bench import examples
     from .engine import optimize, trace
-    from .render.text import rival_line
     data = args.data or examples.demo_data_dir()
     print(f"plumbkit demo: writing {args.files} TFRecord files of JPEGs to {data} ...", flush=True)
     files = examples.write_image_records(data, files=args.files, per_file=args.per_file, size=128)
@@ -76,8 +75,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if over is not None:
         print(f"\n=> what plumbkit returns vs AUTOTUNE (measured alike): {over.verdict}; "
               f"prediction error before the fact {plan.prediction_error:.0%}")
-    if (rival := rival_line(plan)) is not None:
-        print(f"=> {rival[0]}: {rival[1]}")
     return 0
 
 

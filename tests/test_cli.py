@@ -52,6 +52,9 @@ def test_demo_names_the_bottleneck_compares_with_autotune_and_prints_nothing_for
     assert "predicted before any rewrite" in out and ", bound by " in out and "LP bound" not in out
     assert re.search(r"=> what plumbkit returns vs AUTOTUNE \(measured alike\): .+; "
                      r"prediction error before the fact \d+%", out), out
+    # where it stands against AUTOTUNE given its own cache: among the plan's figures, said once
+    assert re.search(r"^  plan over autotune \+ same cache \(.+\), measured: ", out, re.M), out
+    assert out.count("plan over autotune + same cache") == 1, out
     assert not FOREIGN_LOG.search(out), FOREIGN_LOG.search(out)
     assert not FOREIGN_LOG.search(err) and err.strip() == "", err
     assert re.search(r"^  \[\s*\d+%\] \w", out, re.M)  # piped: plain progress lines
