@@ -34,8 +34,8 @@ import psutil
 
 from ..engine import baselines, optimize, pick_best, trace, walk
 from ..host.machine import available_cores
-from ..engine.compare import FULL, Contender, Protocol, compare
-from ..engine.optimization import AUTOTUNE_WITH
+from ..engine.compare import FULL, Comparison, Contender, Protocol, compare
+from ..engine.optimization import AUTOTUNE_WITH, Plan
 from ..tfdata.disk import evict_from_page_cache
 from ..tfdata.graph import dataset_at, serialized_graph
 from ..render.table import pct
@@ -88,9 +88,18 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
     log(f"[{name}] optimizing")
     plan = optimize(make, seconds=seconds, compare=False, protocol=protocol, memory_budget=memory_budget,
                     before_each=before_each, on_progress=lambda m, f: log(f"[{name}]   {m}"))
-    cores = plan.trace.cores
-    changes = plan.proposed_changes
-    contenders = [
+    log(f"[{name}] measuring six configurations alike ({protocol.rounds} rounds)")
+    comparison = compare(_six_configurations(plan, make), protocol, before_each=before_each,
+                         on_progress=lambda m, f: log(f"[{name}]   {m}"))
+    return {"pipeline": name, "split": split, "regime": regime, **_measured_fields(comparison),
+            **_prediction_fields(plan, comparison), **_speedup_fields(plan, comparison)}
+
+
+def _six_configurations(plan: Plan, make: Callable) -> list[Contender]:
+    """Yours, the three baselines, AUTOTUNE given the plan's caches and prefetch, and the plan:
+    each built fresh from ``make``, filled with its own warm-up."""
+    cores, changes = plan.trace.cores, plan.proposed_changes
+    return [
         Contender("yours", make, plan.yours_warmup_batches),
         Contender("naive", lambda: baselines.naive(make()), plan.yours_warmup_batches),
         Contender("heuristic", lambda: baselines.heuristic(make(), cores), plan.yours_warmup_batches),
@@ -98,36 +107,37 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         Contender(AUTOTUNE_WITH, lambda: baselines.autotune_with(make(), changes, cores), plan.warmup_batches),
         Contender("plumbkit", lambda: apply_changes(make(), changes), plan.warmup_batches),
     ]
-    log(f"[{name}] measuring six configurations alike ({protocol.rounds} rounds)")
-    comparison = compare(contenders, protocol, before_each=before_each,
-                         on_progress=lambda m, f: log(f"[{name}]   {m}"))
+
+
+def _measured_fields(comparison: Comparison) -> dict:
+    """What the bench's own comparison measured, per configuration."""
     res = comparison.results
     med = {k: r.median for k, r in res.items()}
-    measured_plan = med["plumbkit"]
-    reported = plan.speedup
-    independent = comparison.speedup("plumbkit", "yours")
-    agreement = None
-    if independent is not None:
-        claimed = reported.ratio if reported is not None else 1.0  # no changes: the same pipeline
-        agreement = independent.ratio / claimed - 1
-    returned = "plumbkit" if plan.applied else "yours"
-    over_autotune = comparison.speedup(returned, "autotune")
     return {
-        "pipeline": name, "split": split, "regime": regime, "measured": med,
+        "measured": med,
         "quartiles": {k: r.quartiles for k, r in res.items()},
         "spread": {k: r.spread for k, r in res.items()},
         "failed": {k: r.failed for k, r in res.items() if r.failed},
         "rounds": {k: r.rounds for k, r in res.items()},
         "neighbour_cores": {k: r.neighbour_cores for k, r in res.items()},
         "cpu_per_batch": {k: r.cpu_per_batch_median for k, r in res.items()},
-        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
-        # your pipeline's CPU per minibatch as the trace read it, minutes before the comparison
-        "traced_cpu_per_batch": plan.trace.analysis.cpu_per_batch,
-        "predicted_idle_per_batch": plan.prediction.idle_per_batch,
         # cores kept busy, measured: what the idle per hand-off predicts (the CPU limit's share)
         "busy_cores": ((med.get("plumbkit") or 0) * (res["plumbkit"].cpu_per_batch_median or 0)
                        if "plumbkit" in res else None),
         "protocol_notes": {k: r.notes for k, r in res.items() if r.notes},
+        "speedup_over_naive": {k: v / med["naive"] for k, v in med.items() if v and med.get("naive")},
+    }
+
+
+def _prediction_fields(plan: Plan, comparison: Comparison) -> dict:
+    """What the plan predicted before the fact, and how far the bench's measurement is from it."""
+    med = {k: r.median for k, r in comparison.results.items()}
+    measured_plan = med["plumbkit"]
+    return {
+        "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
+        # your pipeline's CPU per minibatch as the trace read it, minutes before the comparison
+        "traced_cpu_per_batch": plan.trace.analysis.cpu_per_batch,
+        "predicted_idle_per_batch": plan.prediction.idle_per_batch,
         "predicted_plumbkit": plan.predicted_throughput,
         "predicted": plan.predictions,
         "prediction_binding": plan.prediction.binding,
@@ -140,6 +150,30 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "predicted_fill": plan.fill_prediction.throughput if plan.fill_prediction else None,
         "fill_seconds": plan.fill_seconds, "measured_first_epoch": plan.first_epoch,
         "runtime": vars(plan.runtime) if plan.runtime else None,
+        # your pipeline as written, predicted from its own trace against its measurement: nothing
+        # changed, so this is the floor the machine's drift and the as-traced model set
+        "yours_error": (plan.predictions["yours"] / med["yours"] - 1
+                        if plan.predictions.get("yours") and med.get("yours") else None),
+        "cache": plan.cache.label, "cache_bytes": plan.cache.bytes, "memory_budget": plan.cache.budget,
+        "cache_why": plan.cache.why,
+        "changes": [str(c) for c in plan.proposed_changes], "notes": plan.notes,
+        "theta": plan.theta_by_label, "charged": plan.charged,
+    }
+
+
+def _speedup_fields(plan: Plan, comparison: Comparison) -> dict:
+    """The speed-up optimize() reported against the same pair timed again here, and what the
+    pipeline handed back gains over AUTOTUNE."""
+    med = {k: r.median for k, r in comparison.results.items()}
+    measured_plan = med["plumbkit"]
+    reported = plan.speedup
+    independent = comparison.speedup("plumbkit", "yours")
+    agreement = None
+    if independent is not None:
+        claimed = reported.ratio if reported is not None else 1.0  # no changes: the same pipeline
+        agreement = independent.ratio / claimed - 1
+    returned = "plumbkit" if plan.applied else "yours"
+    return {
         "reported_speedup": as_dict(reported), "independent_speedup": as_dict(independent),
         "speedup_agreement": agreement,
         # the headline's predicted speed-up, and its error against the one measured alike: the
@@ -148,19 +182,10 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
         "predicted_speedup": plan.predicted_speedup,
         "speedup_error": (plan.predicted_speedup / reported.ratio - 1
                           if reported is not None and plan.predicted_speedup and reported.ratio else None),
-        # your pipeline as written, predicted from its own trace against its measurement: nothing
-        # changed, so this is the floor the machine's drift and the as-traced model set
-        "yours_error": (plan.predictions["yours"] / med["yours"] - 1
-                        if plan.predictions.get("yours") and med.get("yours") else None),
         "speedup_agrees": agreement is not None and abs(agreement) <= AGREEMENT,
         "returned": returned, "applied": plan.applied, "verdict": plan.verdict,
-        "returned_over_autotune": as_dict(over_autotune),
-        "speedup_over_naive": {k: v / med["naive"] for k, v in med.items() if v and med.get("naive")},
+        "returned_over_autotune": as_dict(comparison.speedup(returned, "autotune")),
         "plumbkit_over_autotune": (measured_plan / med["autotune"]) if measured_plan and med.get("autotune") else None,
-        "cache": plan.cache.label, "cache_bytes": plan.cache.bytes, "memory_budget": plan.cache.budget,
-        "cache_why": plan.cache.why,
-        "changes": [str(c) for c in changes], "notes": plan.notes,
-        "theta": plan.theta_by_label, "charged": plan.charged,
     }
 
 
@@ -419,124 +444,168 @@ def prediction_error_lines(rows: list[dict]) -> list[str]:
 
 
 def markdown(report: dict) -> str:
+    """The bench's report: one section per part that ran, in the order they ran."""
     m = report["machine"]
-    rows = report["end_to_end"]
     lines = [f"# plumbkit bench — {m['date']}", "",
              f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gb']} GiB; TensorFlow {m['tensorflow']}, "
              f"Python {m['python']}. Throughputs in minibatches/s, medians over the rounds of one protocol "
              f"({report['protocol']}). *predicted* marks the model's numbers, made before any rewrite ran.", ""]
-    if rows:
-        lines += ["## End to end", ""]
-        for split, members in _by_split(rows).items():
-            lines += [f"### {SPLIT_TITLES[split]}", ""] + end_to_end_table(members) + [""]
-        lines += ["What each pipeline is, and where plumbkit's figure comes from:", ""]
-        for r in rows:
-            cache = (f"cache at {r['cache']} ({r['cache_bytes'] / 1e6:,.1f} MB of a {r['memory_budget'] / 1e6:,.0f} MB "
-                     f"budget)" if r["cache"] else f"no new cache ({r['cache_why']})")
-            lines.append(f"- **{r['pipeline']}** — {r['regime']} plumbkit: {cache}; prediction bound by "
-                         f"{r['prediction_binding']}. {r['verdict']}.")
-        lines += ["", "## Checks", "",
-                  "| pipeline | speed-up optimize() reported | predicted (its error) | same two timed independently | agreement | "
-                  "returned vs AUTOTUNE | plumbkit measured / predicted | plumbkit CPU per minibatch: predicted, measured "
-                  "| your CPU per minibatch: at the trace, in the comparison | other processes (cores, median) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            rep, ind, auto = r["reported_speedup"], r["independent_speedup"], r["returned_over_autotune"]
-            agree = ("—" if r["speedup_agreement"] is None else
-                     f"{100 * r['speedup_agreement']:+.0f}% ({'within' if r['speedup_agrees'] else 'OUTSIDE'} 15%)")
-            neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
-            lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
-                         f"{_predicted_speedup_cell(r)} | {ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
-                         f"{pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | {_drift_cell(r)} | "
-                         f"{num(statistics.median(neighbours), 2) if neighbours else '—'} |")
-        lines += [""] + prediction_error_lines(rows)
-        cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
-        if cpu:
-            lines += [f"CPU per minibatch, predicted before the fact vs measured (robust to a busy neighbour): "
-                      f"median error {100 * statistics.median(map(abs, cpu)):.0f}%, worst "
-                      f"{100 * max(map(abs, cpu)):.0f}%."]
-        drift = [d for r in rows if (d := _drift(r)) is not None]
-        if drift:
-            lines += [f"Your pipeline's CPU per minibatch, the comparison's over the trace's (the machine's drift "
-                      f"between prediction and measurement, the model not involved): median "
-                      f"{100 * statistics.median(map(abs, drift)):.0f}%, worst {100 * max(map(abs, drift)):.0f}%."]
-        lines.append("")
-    if report["stepping"]:
-        lines += ["## Stepping (steps to 90% of peak, over several starts)", "",
-                  "| pipeline | bottleneck walks: median (all) | random walks: median (all) | start measured apart (IQR/median) | verdict | ops chosen (first walk) |",
-                  "|---|---|---|---|---|---|"]
-        for s in report["stepping"]:
-            lines.append(f"| {s['pipeline']} | {s['steps_to_90_bottleneck_median']:g} ({', '.join(map(str, s['steps_to_90_bottleneck']))}) | "
-                         f"{s['steps_to_90_random_median']:g} ({', '.join(map(str, s['steps_to_90_random']))}) | "
-                         f"{pct(s['start_noise'])} | {s['verdict']} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
-        lines.append("")
-    if report["cache"]:
-        lines += ["## Materialized size: predicted vs true", "", "| pipeline | trace s | operator | predicted | true | error |",
-                  "|---|---|---|---|---|---|"]
-        for c in report["cache"]:
-            for row in c["rows"]:
-                lines.append(f"| {c['pipeline']} | {row['seconds']:g} | {row['operator']} | {row['predicted']:.0f} | "
-                             f"{row['true']:.0f} | {100 * row['error']:.1f}% |")
-        lines.append("")
-    if report.get("accuracy"):
-        acc = accuracy_summary(report["accuracy"])
-        lines += ["## CPU per operator: estimate vs truth", "",
-                  "Truth: the operator alone over a cached sample of its real inputs (a filter: the "
-                  "sub-pipeline ending at it minus the one ending at its input; a map tf.data fuses "
-                  "with its batch: that pair over the sample, less the batch alone), process CPU, "
-                  "`reduce`-driven, a fresh iterator per run, long run minus short run. *Before*: the trace's wall "
-                  "self time scaled to the process CPU (the first version); *after*: calibrated alone, or fused "
-                  "with its batch where tf.data fuses them (what the trace shows); *used*: after, scaled to the CPU the process really spent in "
-                  "the pipeline (what the LP and the predictions use). Error of the per-core rate.", "",
-                  f"Median error over {acc['operators']} operators: before {100 * acc['median_before']:.0f}%, "
-                  f"after {100 * acc['median_after']:.0f}%, used {100 * acc['median_used']:.0f}%.", "",
-                  "| pipeline | operator | truth µs/elem | before µs | before error | after µs | after error "
-                  "| used µs | used error |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for res in report["accuracy"]:
-            for r in res["rows"]:
-                lines.append(f"| {res['pipeline']} | {r['operator']} | {_us(r['truth'])} | {_us(r['before'])} | "
-                             f"{pct(r['before_error'])} | {_us(r['after'])} | {pct(r['after_error'])} | "
-                             f"{_us(r.get('used'))} | {pct(r.get('used_error'))} |")
-        lines += ["", "| pipeline | operators | calibrated | calibration (s) |", "|---|---|---|---|"]
-        for res in report["accuracy"]:
-            lines.append(f"| {res['pipeline']} | {res['operators']} | {res['calibrated']} | "
-                         f"{res['calibration_seconds']:.2f} |")
-        lines.append("")
-    if report["overhead"]:
-        lines += ["## Tracing overhead", "",
-                  "Medians of interleaved rounds; *with widget* is the same trace drawn by the `%%plumb` live "
-                  "widget (one analysis and at most one LP per redraw, kernel side; goal: within 2 points of the "
-                  "tracer). *Widget CPU* is the extra CPU time the widget's thread takes per second of trace, as "
-                  "points of the machine's cores (what it costs a pipeline that keeps them all busy).", "",
-                  "| pipeline | untraced | traced | overhead | with widget | widget overhead | widget − tracer | widget CPU |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for o in report["overhead"]:
-            nan = float("nan")
-            wo = o.get("widget_overhead")
-            lines.append(f"| {o['pipeline']} | {o.get('untraced', nan):.1f} | {o.get('traced', nan):.1f} | "
-                         f"{100 * o['overhead']:.1f}% | {o.get('widget', nan):.1f} | "
-                         + (f"{100 * wo:.1f}% | {100 * (wo - o['overhead']):+.1f} points | "
-                            f"{o['widget_points_if_saturated']:.2f} points |" if wo is not None else "— | — | — |"))
-        lines.append("")
-    if report.get("cancel"):
-        lines += ["## Cancel and Ctrl-C", "",
-                  "Seconds from the request to `optimize` returning its partial plan, stopped at several "
-                  "points of the protocol (goal: at most 2 s).", "",
-                  "| pipeline | how | after (s) | took (s) | where it was |", "|---|---|---|---|---|"]
-        for c in report["cancel"]:
-            for row in c["rows"]:
-                lines.append(f"| {c['pipeline']} | {row['how']} | {row['after']:g} | {row['seconds']:.2f} | "
-                             f"{row['phase']} |")
-        lines.append("")
-    if report.get("pick_best"):
-        pb = report["pick_best"]
-        lines += ["## pick_best (image classification: decode + random crop, fused or not)", "",
-                  f"Chosen: **{pb['best']}** — {pb['reason']}", ""]
+    lines += _end_to_end_section(report["end_to_end"])
+    lines += _stepping_section(report["stepping"])
+    lines += _cache_section(report["cache"])
+    lines += _accuracy_section(report.get("accuracy"))
+    lines += _overhead_section(report["overhead"])
+    lines += _cancel_section(report.get("cancel"))
+    lines += _pick_best_section(report.get("pick_best"))
     lines += offload_bench.markdown(report.get("offload"))
     lines += issue_markdown(report)
     lines += [f"![{f}]({f})" for f in report["plots"]]
     return "\n".join(lines) + "\n"
+
+
+def _end_to_end_section(rows: list[dict]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["## End to end", ""]
+    for split, members in _by_split(rows).items():
+        lines += [f"### {SPLIT_TITLES[split]}", ""] + end_to_end_table(members) + [""]
+    lines += ["What each pipeline is, and where plumbkit's figure comes from:", ""]
+    for r in rows:
+        cache = (f"cache at {r['cache']} ({r['cache_bytes'] / 1e6:,.1f} MB of a {r['memory_budget'] / 1e6:,.0f} MB "
+                 f"budget)" if r["cache"] else f"no new cache ({r['cache_why']})")
+        lines.append(f"- **{r['pipeline']}** — {r['regime']} plumbkit: {cache}; prediction bound by "
+                     f"{r['prediction_binding']}. {r['verdict']}.")
+    return lines + _checks_table(rows) + [""] + prediction_error_lines(rows) + _cpu_lines(rows) + [""]
+
+
+def _checks_table(rows: list[dict]) -> list[str]:
+    lines = ["", "## Checks", "",
+             "| pipeline | speed-up optimize() reported | predicted (its error) | same two timed independently | agreement | "
+             "returned vs AUTOTUNE | plumbkit measured / predicted | plumbkit CPU per minibatch: predicted, measured "
+             "| your CPU per minibatch: at the trace, in the comparison | other processes (cores, median) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        rep, ind, auto = r["reported_speedup"], r["independent_speedup"], r["returned_over_autotune"]
+        agree = ("—" if r["speedup_agreement"] is None else
+                 f"{100 * r['speedup_agreement']:+.0f}% ({'within' if r['speedup_agrees'] else 'OUTSIDE'} 15%)")
+        neighbours = [v for v in r["neighbour_cores"].values() if v is not None]
+        lines.append(f"| {r['pipeline']} | {rep['verdict'] if rep else '1 (nothing to change)'} | "
+                     f"{_predicted_speedup_cell(r)} | {ind['verdict'] if ind else '—'} | {agree} | {auto['verdict'] if auto else '—'} | "
+                     f"{pct(r['plumbkit_over_predicted'])} | {_cpu_cell(r)} | {_drift_cell(r)} | "
+                     f"{num(statistics.median(neighbours), 2) if neighbours else '—'} |")
+    return lines
+
+
+def _cpu_lines(rows: list[dict]) -> list[str]:
+    """The plan's CPU per minibatch against its prediction, and your own CPU's drift between trace
+    and comparison (what the machine did, the model not involved)."""
+    lines = []
+    cpu = [e for r in rows if (e := _cpu_error(r)) is not None]
+    if cpu:
+        lines += [f"CPU per minibatch, predicted before the fact vs measured (robust to a busy neighbour): "
+                  f"median error {100 * statistics.median(map(abs, cpu)):.0f}%, worst "
+                  f"{100 * max(map(abs, cpu)):.0f}%."]
+    drift = [d for r in rows if (d := _drift(r)) is not None]
+    if drift:
+        lines += [f"Your pipeline's CPU per minibatch, the comparison's over the trace's (the machine's drift "
+                  f"between prediction and measurement, the model not involved): median "
+                  f"{100 * statistics.median(map(abs, drift)):.0f}%, worst {100 * max(map(abs, drift)):.0f}%."]
+    return lines
+
+
+def _stepping_section(steps: list[dict]) -> list[str]:
+    if not steps:
+        return []
+    lines = ["## Stepping (steps to 90% of peak, over several starts)", "",
+             "| pipeline | bottleneck walks: median (all) | random walks: median (all) | start measured apart (IQR/median) | verdict | ops chosen (first walk) |",
+             "|---|---|---|---|---|---|"]
+    for s in steps:
+        lines.append(f"| {s['pipeline']} | {s['steps_to_90_bottleneck_median']:g} ({', '.join(map(str, s['steps_to_90_bottleneck']))}) | "
+                     f"{s['steps_to_90_random_median']:g} ({', '.join(map(str, s['steps_to_90_random']))}) | "
+                     f"{pct(s['start_noise'])} | {s['verdict']} | {', '.join(str(o) for o in s['bottleneck_ops'])} |")
+    return lines + [""]
+
+
+def _cache_section(caches: list[dict]) -> list[str]:
+    if not caches:
+        return []
+    lines = ["## Materialized size: predicted vs true", "", "| pipeline | trace s | operator | predicted | true | error |",
+             "|---|---|---|---|---|---|"]
+    for c in caches:
+        for row in c["rows"]:
+            lines.append(f"| {c['pipeline']} | {row['seconds']:g} | {row['operator']} | {row['predicted']:.0f} | "
+                         f"{row['true']:.0f} | {100 * row['error']:.1f}% |")
+    return lines + [""]
+
+
+def _accuracy_section(results: list[dict] | None) -> list[str]:
+    if not results:
+        return []
+    acc = accuracy_summary(results)
+    lines = ["## CPU per operator: estimate vs truth", "",
+             "Truth: the operator alone over a cached sample of its real inputs (a filter: the "
+             "sub-pipeline ending at it minus the one ending at its input; a map tf.data fuses "
+             "with its batch: that pair over the sample, less the batch alone), process CPU, "
+             "`reduce`-driven, a fresh iterator per run, long run minus short run. *Before*: the trace's wall "
+             "self time scaled to the process CPU (the first version); *after*: calibrated alone, or fused "
+             "with its batch where tf.data fuses them (what the trace shows); *used*: after, scaled to the CPU the process really spent in "
+             "the pipeline (what the LP and the predictions use). Error of the per-core rate.", "",
+             f"Median error over {acc['operators']} operators: before {100 * acc['median_before']:.0f}%, "
+             f"after {100 * acc['median_after']:.0f}%, used {100 * acc['median_used']:.0f}%.", "",
+             "| pipeline | operator | truth µs/elem | before µs | before error | after µs | after error "
+             "| used µs | used error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for res in results:
+        for r in res["rows"]:
+            lines.append(f"| {res['pipeline']} | {r['operator']} | {_us(r['truth'])} | {_us(r['before'])} | "
+                         f"{pct(r['before_error'])} | {_us(r['after'])} | {pct(r['after_error'])} | "
+                         f"{_us(r.get('used'))} | {pct(r.get('used_error'))} |")
+    lines += ["", "| pipeline | operators | calibrated | calibration (s) |", "|---|---|---|---|"]
+    for res in results:
+        lines.append(f"| {res['pipeline']} | {res['operators']} | {res['calibrated']} | "
+                     f"{res['calibration_seconds']:.2f} |")
+    return lines + [""]
+
+
+def _overhead_section(overheads: list[dict]) -> list[str]:
+    if not overheads:
+        return []
+    lines = ["## Tracing overhead", "",
+             "Medians of interleaved rounds; *with widget* is the same trace drawn by the `%%plumb` live "
+             "widget (one analysis and at most one LP per redraw, kernel side; goal: within 2 points of the "
+             "tracer). *Widget CPU* is the extra CPU time the widget's thread takes per second of trace, as "
+             "points of the machine's cores (what it costs a pipeline that keeps them all busy).", "",
+             "| pipeline | untraced | traced | overhead | with widget | widget overhead | widget − tracer | widget CPU |",
+             "|---|---|---|---|---|---|---|---|"]
+    for o in overheads:
+        nan = float("nan")
+        wo = o.get("widget_overhead")
+        lines.append(f"| {o['pipeline']} | {o.get('untraced', nan):.1f} | {o.get('traced', nan):.1f} | "
+                     f"{100 * o['overhead']:.1f}% | {o.get('widget', nan):.1f} | "
+                     + (f"{100 * wo:.1f}% | {100 * (wo - o['overhead']):+.1f} points | "
+                        f"{o['widget_points_if_saturated']:.2f} points |" if wo is not None else "— | — | — |"))
+    return lines + [""]
+
+
+def _cancel_section(cancels: list[dict] | None) -> list[str]:
+    if not cancels:
+        return []
+    lines = ["## Cancel and Ctrl-C", "",
+             "Seconds from the request to `optimize` returning its partial plan, stopped at several "
+             "points of the protocol (goal: at most 2 s).", "",
+             "| pipeline | how | after (s) | took (s) | where it was |", "|---|---|---|---|---|"]
+    for c in cancels:
+        for row in c["rows"]:
+            lines.append(f"| {c['pipeline']} | {row['how']} | {row['after']:g} | {row['seconds']:.2f} | "
+                         f"{row['phase']} |")
+    return lines + [""]
+
+
+def _pick_best_section(pick_best: dict | None) -> list[str]:
+    if not pick_best:
+        return []
+    return ["## pick_best (image classification: decode + random crop, fused or not)", "",
+            f"Chosen: **{pick_best['best']}** — {pick_best['reason']}", ""]
 
 
 def _us(x: float | None) -> str:
@@ -668,18 +737,8 @@ def run(args: argparse.Namespace) -> int:
     report: dict[str, Any] = {"machine": machine(), "protocol": protocol.describe(), "rounds": protocol.rounds,
                               "seconds": seconds, "end_to_end": [], "stepping": [], "cache": [], "overhead": [],
                               "cancel": [], "plots": [], "accuracy": []}
-    done = set()
-    if getattr(args, "resume", False) and (out / "partial.json").exists():
-        report["end_to_end"] = json.loads((out / "partial.json").read_text())["end_to_end"]
-        done = {r["pipeline"] for r in report["end_to_end"]}
-        log(f"resuming: {', '.join(sorted(done))} already measured")
-    for name, case in chosen.items():
-        if name in done or "end_to_end" in skip:
-            continue
-        report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
-                                               memory_budget=case.memory_budget, before_each=case.before_each,
-                                               regime=case.regime, split=case.split))
-        (out / "partial.json").write_text(json.dumps(report, indent=1, default=str))  # a long run keeps its results
+    _end_to_end_rows(report, {} if "end_to_end" in skip else chosen, out, resume=getattr(args, "resume", False),
+                     seconds=seconds, protocol=protocol, log=log)
     pipelines = {k: v.make for k, v in chosen.items() if v.split == TUNING}
     if "stepping" not in skip:
         for name, make in step_targets(pipelines, quick).items():
@@ -689,40 +748,11 @@ def run(args: argparse.Namespace) -> int:
         for name, make in accuracy_targets(pipelines, quick).items():
             report["accuracy"].append(operator_errors(name, make, seconds=min(seconds, 3.0) if not quick else 0.5,
                                                       log=log, rounds=1 if quick else 3))
-    if quick:  # the same code paths, on the small pipeline, each once: CI checks they run, not their figures
-        finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
-        report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))
-        report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=2))
-        report["cancel"].append(responsiveness("skewed", pipelines["skewed"], seconds=seconds,
-                                               delays=(0.5,), log=log))
+    if quick:
+        _quick_sections(report, pipelines, seconds=seconds, log=log)
     else:
-        if "cache" not in skip:
-            # one pass (4096 images) takes about a second: shorter traces see part of it
-            cache_src = bench_pipelines.image_cacheable(Path(data) / "cache-estimate", files=16, per_file=256)
-            report["cache"].append(cache_accuracy("image (cacheable)", cache_src, seconds_list=[0.25, 0.5, 1.0, 2.0],
-                                                  log=log))
-        if "overhead" not in skip:
-            # Overhead on CPU-saturated variants where one exists (the user's image and text
-            # pipelines idle on a sequential reader, which would hide the tracer's cost).
-            saturated = {"image fits in memory": bench_pipelines.decode_only(data),
-                         "text": bench_pipelines.text(data, tuned=True)}
-            for name, make in pipelines.items():
-                log(f"[{name}] tracing overhead")
-                report["overhead"].append(overhead(name, saturated.get(name, make), seconds=seconds, rounds=5))
-        if "cancel" not in skip:
-            for name in ("image fits in memory", "text"):
-                if name in pipelines:
-                    report["cancel"].append(responsiveness(name, pipelines[name], seconds=seconds,
-                                                           delays=(0.5, 2.0, 5.0, 10.0), log=log))
-    if not quick and "pick_best" not in skip and (not args.only or "pick_best" in args.only):
-        log("[pick_best] fused vs unfused decode + crop")
-        best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
-        report["pick_best"] = {"best": best, "reason": reason, "measured": plan.returned_throughput,
-                               "cache": plan.cache.label}
-    if not quick and "offload" not in skip and (not args.only or "offload" in args.only):
-        report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
-    if not quick:
-        report.update(issue_sections(args, data=data, out=out, seconds=seconds, protocol=protocol, skip=skip, log=log))
+        _full_sections(report, args, pipelines, data=data, out=out, seconds=seconds, protocol=protocol,
+                       skip=skip, log=log)
     report["prediction_errors"] = prediction_errors(report["end_to_end"])
     report["speedup_errors"] = prediction_errors(report["end_to_end"], "speedup_error")
     report["yours_errors"] = prediction_errors(report["end_to_end"], "yours_error")
@@ -733,6 +763,67 @@ def run(args: argparse.Namespace) -> int:
     print(markdown(report))
     print(f"report written to {out}/")
     return 0
+
+
+def _end_to_end_rows(report: dict, chosen: dict[str, Case], out: Path, *, resume: bool, seconds: float,
+                     protocol: Protocol, log: Callable[[str], None]) -> None:
+    """One end-to-end row per chosen pipeline, each saved to ``partial.json`` as it lands (a long
+    run keeps its results; ``resume`` picks them up and measures only the rest)."""
+    done = set()
+    if resume and (out / "partial.json").exists():
+        report["end_to_end"] = json.loads((out / "partial.json").read_text())["end_to_end"]
+        done = {r["pipeline"] for r in report["end_to_end"]}
+        log(f"resuming: {', '.join(sorted(done))} already measured")
+    for name, case in chosen.items():
+        if name in done:
+            continue
+        report["end_to_end"].append(end_to_end(name, case.make, seconds=seconds, protocol=protocol, log=log,
+                                               memory_budget=case.memory_budget, before_each=case.before_each,
+                                               regime=case.regime, split=case.split))
+        (out / "partial.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+def _quick_sections(report: dict, pipelines: dict[str, Callable], *, seconds: float,
+                    log: Callable[[str], None]) -> None:
+    """The same code paths as a full run, on the small pipeline, each once: CI checks they run,
+    not their figures."""
+    finite = lambda: pipelines["skewed"]().take(20)  # noqa: E731
+    report["cache"].append(cache_accuracy("skewed", finite, seconds_list=[0.5], log=log, min_bytes=1))
+    report["overhead"].append(overhead("skewed", pipelines["skewed"], seconds=seconds, rounds=2))
+    report["cancel"].append(responsiveness("skewed", pipelines["skewed"], seconds=seconds,
+                                           delays=(0.5,), log=log))
+
+
+def _full_sections(report: dict, args: argparse.Namespace, pipelines: dict[str, Callable], *, data: str,
+                   out: Path, seconds: float, protocol: Protocol, skip: set[str],
+                   log: Callable[[str], None]) -> None:
+    """Every section a full run measures besides end to end, stepping and accuracy."""
+    if "cache" not in skip:
+        # one pass (4096 images) takes about a second: shorter traces see part of it
+        cache_src = bench_pipelines.image_cacheable(Path(data) / "cache-estimate", files=16, per_file=256)
+        report["cache"].append(cache_accuracy("image (cacheable)", cache_src, seconds_list=[0.25, 0.5, 1.0, 2.0],
+                                              log=log))
+    if "overhead" not in skip:
+        # Overhead on CPU-saturated variants where one exists (the user's image and text
+        # pipelines idle on a sequential reader, which would hide the tracer's cost).
+        saturated = {"image fits in memory": bench_pipelines.decode_only(data),
+                     "text": bench_pipelines.text(data, tuned=True)}
+        for name, make in pipelines.items():
+            log(f"[{name}] tracing overhead")
+            report["overhead"].append(overhead(name, saturated.get(name, make), seconds=seconds, rounds=5))
+    if "cancel" not in skip:
+        for name in ("image fits in memory", "text"):
+            if name in pipelines:
+                report["cancel"].append(responsiveness(name, pipelines[name], seconds=seconds,
+                                                       delays=(0.5, 2.0, 5.0, 10.0), log=log))
+    if "pick_best" not in skip and (not args.only or "pick_best" in args.only):
+        log("[pick_best] fused vs unfused decode + crop")
+        best, plan, reason = pick_best(bench_pipelines.classification_candidates(data), seconds=seconds)
+        report["pick_best"] = {"best": best, "reason": reason, "measured": plan.returned_throughput,
+                               "cache": plan.cache.label}
+    if "offload" not in skip and (not args.only or "offload" in args.only):
+        report["offload"] = offload_bench.offload_section(seconds=min(seconds, 1.5), rounds=protocol.rounds, log=log)
+    report.update(issue_sections(args, data=data, out=out, seconds=seconds, protocol=protocol, skip=skip, log=log))
 
 
 def issue_sections(args: argparse.Namespace, *, data: str, out: Path, seconds: float, protocol: Protocol,

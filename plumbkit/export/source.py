@@ -354,37 +354,7 @@ def rewrite_source(source: str, changes: Sequence[Change], *, pipeline: Pipeline
         if change.what == "parallelism":
             parallelism.setdefault(id(call), (site, []))[1].append(change.value)
         elif change.what in ("cache", "prefetch"):
-            site = _tier_around(site, up, lines, starts)  # after a disk tier: after its on_disk(...)
-            call = site.call
-            if builds_several(site, tree, up):
-                what = "cache()" if change.what == "cache" else f"prefetch({_value_text(change.value, alias)})"
-                edits.append(_comment_above(
-                    site, up, lines, starts,
-                    f"the plan puts .{what} after {change.where}, but this .{call.func.attr}(...) "
-                    f"builds several operators (a loop or a helper called more than once); add it "
-                    f"after the last of them by hand"))
-                continue
-            parent = parents.get(id(call))
-            text = _call_text(change, alias)
-            if change.what == "cache" and parent is not None and parent.func.attr == "cache":
-                continue  # already there
-            if change.what == "prefetch" and parent is not None and parent.func.attr == "cache":
-                grand = parents.get(id(parent))
-                if grand is not None and grand.func.attr == "prefetch":
-                    continue
-                at, text = _appended(parent, text, lines, starts)
-                edits.append((at, at, text))
-                continue
-            if change.what == "prefetch" and parent is not None and parent.func.attr == "prefetch":
-                arg = parent.args[0] if parent.args else None
-                if arg is not None:
-                    edits.append((_abs(lines, starts, arg.lineno, arg.col_offset),
-                                  _abs(lines, starts, arg.end_lineno, arg.end_col_offset),
-                                  _value_text(change.value, alias)))
-                continue
-            # Insertions at one spot keep plan order, so a cache comes before its prefetch.
-            at, text = _appended(call, text, lines, starts)
-            edits.append((at, at, text))
+            edits.extend(_cache_or_prefetch_edits(change, site, tree, up, parents, alias, lines, starts))
         elif change.what == "disk_tier":
             edits.extend(_disk_tier_edits(site, change, tree, up, lines, starts))
         elif change.what == "threadpool":
@@ -406,6 +376,40 @@ def rewrite_source(source: str, changes: Sequence[Change], *, pipeline: Pipeline
         raise CodegenError(f"plumbkit could not write this plan into the cell (the result would "
                            f"not be valid Python: {err.msg}, line {err.lineno})") from err
     return restore_magics(source, masked, out)
+
+
+def _cache_or_prefetch_edits(change: Change, site: _Site, tree: ast.Module, up: dict[int, ast.AST],
+                             parents: dict[int, ast.Call], alias: str,
+                             lines: list[str], starts: list[int]) -> list[tuple[int, int, str]]:
+    """The edit that puts ``change`` (a cache or a prefetch) after its call: nothing where the
+    cell already has it, the value replaced where a prefetch is there, a comment where the call
+    builds several operators. Insertions at one spot keep plan order (a cache before its prefetch)."""
+    site = _tier_around(site, up, lines, starts)  # after a disk tier: after its on_disk(...)
+    call = site.call
+    if builds_several(site, tree, up):
+        what = "cache()" if change.what == "cache" else f"prefetch({_value_text(change.value, alias)})"
+        return [_comment_above(site, up, lines, starts,
+                               f"the plan puts .{what} after {change.where}, but this .{call.func.attr}(...) "
+                               f"builds several operators (a loop or a helper called more than once); add it "
+                               f"after the last of them by hand")]
+    parent = parents.get(id(call))
+    text = _call_text(change, alias)
+    if change.what == "cache" and parent is not None and parent.func.attr == "cache":
+        return []  # already there
+    if change.what == "prefetch" and parent is not None and parent.func.attr == "cache":
+        grand = parents.get(id(parent))
+        if grand is not None and grand.func.attr == "prefetch":
+            return []
+        at, text = _appended(parent, text, lines, starts)
+        return [(at, at, text)]
+    if change.what == "prefetch" and parent is not None and parent.func.attr == "prefetch":
+        arg = parent.args[0] if parent.args else None
+        if arg is None:
+            return []
+        return [(_abs(lines, starts, arg.lineno, arg.col_offset),
+                 _abs(lines, starts, arg.end_lineno, arg.end_col_offset), _value_text(change.value, alias))]
+    at, text = _appended(call, text, lines, starts)
+    return [(at, at, text)]
 
 
 def _outside_edits(changes: list[Change], pipeline: Pipeline, tree: ast.Module, masked: str, alias: str,
