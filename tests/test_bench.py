@@ -19,6 +19,8 @@ def test_quick_bench_writes_a_report(tmp_path):
     assert all(v > 0 for v in row["measured"].values()) and not row["failed"]
     assert all(len(v) == 2 for v in row["rounds"].values())  # every configuration, every round
     assert row["predicted_plumbkit"] > 0 and row["prediction_error"] >= 0
+    # what the trace read of yours, beside what the comparison measured of it
+    assert row["traced_throughput"] > 0 and row["traced_cpu_per_batch"] > 0
     # the speed-up optimize() reported is checked against the same two pipelines timed again
     assert row["independent_speedup"] is not None and row["speedup_agreement"] is not None
     walk = report["stepping"][0]

@@ -135,8 +135,10 @@ def _prediction_fields(plan: Plan, comparison: Comparison) -> dict:
     measured_plan = med["plumbkit"]
     return {
         "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
-        # your pipeline's CPU per minibatch as the trace read it, minutes before the comparison
+        # your pipeline's CPU per minibatch and throughput as the trace read them (under the
+        # tracer, no warm-up), minutes before the comparison
         "traced_cpu_per_batch": plan.trace.analysis.cpu_per_batch,
+        "traced_throughput": plan.trace.analysis.throughput,
         "predicted_idle_per_batch": plan.prediction.idle_per_batch,
         "predicted_plumbkit": plan.predicted_throughput,
         "predicted": plan.predictions,
