@@ -1,4 +1,7 @@
-"""The toy of the browser test: yours predicted as traced vs measured, fused (default options) or not."""
+"""The toy of the browser test: yours predicted as traced vs measured, fused (default options) or not.
+
+Run from a scratch folder: python intra_op.py fused|seq N  (N traces, each then measured).
+"""
 import sys, statistics, tensorflow as tf, plumbkit
 from plumbkit.planning.predict import evidence_from_trace, layout_as_traced, predict
 from plumbkit.tfdata.run import Runner
