@@ -91,8 +91,9 @@ def end_to_end(name: str, make: Callable, *, seconds: float, protocol: Protocol,
     log(f"[{name}] measuring six configurations alike ({protocol.rounds} rounds)")
     comparison = compare(_six_configurations(plan, make), protocol, before_each=before_each,
                          on_progress=lambda m, f: log(f"[{name}]   {m}"))
-    return {"pipeline": name, "split": split, "regime": regime, **_measured_fields(comparison),
-            **_prediction_fields(plan, comparison), **_speedup_fields(plan, comparison)}
+    med = {k: r.median for k, r in comparison.results.items()}
+    return {"pipeline": name, "split": split, "regime": regime, **_measured_fields(comparison, med),
+            **_prediction_fields(plan, med), **_speedup_fields(plan, comparison, med)}
 
 
 def _six_configurations(plan: Plan, make: Callable) -> list[Contender]:
@@ -109,10 +110,9 @@ def _six_configurations(plan: Plan, make: Callable) -> list[Contender]:
     ]
 
 
-def _measured_fields(comparison: Comparison) -> dict:
-    """What the bench's own comparison measured, per configuration."""
+def _measured_fields(comparison: Comparison, med: dict[str, float]) -> dict:
+    """What the bench's own comparison measured, per configuration (``med``: its medians)."""
     res = comparison.results
-    med = {k: r.median for k, r in res.items()}
     return {
         "measured": med,
         "quartiles": {k: r.quartiles for k, r in res.items()},
@@ -129,9 +129,8 @@ def _measured_fields(comparison: Comparison) -> dict:
     }
 
 
-def _prediction_fields(plan: Plan, comparison: Comparison) -> dict:
-    """What the plan predicted before the fact, and how far the bench's measurement is from it."""
-    med = {k: r.median for k, r in comparison.results.items()}
+def _prediction_fields(plan: Plan, med: dict[str, float]) -> dict:
+    """What the plan predicted before the fact, and how far the bench's medians ``med`` are from it."""
     measured_plan = med["plumbkit"]
     return {
         "predicted_cpu_per_batch": plan.prediction.cpu_per_batch,
@@ -163,10 +162,9 @@ def _prediction_fields(plan: Plan, comparison: Comparison) -> dict:
     }
 
 
-def _speedup_fields(plan: Plan, comparison: Comparison) -> dict:
+def _speedup_fields(plan: Plan, comparison: Comparison, med: dict[str, float]) -> dict:
     """The speed-up optimize() reported against the same pair timed again here, and what the
     pipeline handed back gains over AUTOTUNE."""
-    med = {k: r.median for k, r in comparison.results.items()}
     measured_plan = med["plumbkit"]
     reported = plan.speedup
     independent = comparison.speedup("plumbkit", "yours")
